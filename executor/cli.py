@@ -1,0 +1,273 @@
+"""The ``hookcage`` command line: a thin shell over :class:`HookExecutor`.
+
+Each command builds the library objects, calls them and prints. Library
+errors become one line on stderr (``hookcage: error: ...``), never a
+traceback. ``hookcage dispatch`` is what an agent runs: whatever goes wrong,
+it answers in the hook protocol (exit 1 = non-blocking error, or exit 2 =
+block when ``HOOKCAGE_FAIL_CLOSED=1``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from executor import __version__
+from executor.errors import HookcageError, PayloadError
+from executor.events import EVENTS
+
+MAX_PAYLOAD = 256 * 1024 * 1024
+
+
+class CliExit(Exception):
+    """Leave the CLI with this exit code (raised where output is already printed)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _fail_closed_env() -> bool:
+    return os.environ.get("HOOKCAGE_FAIL_CLOSED", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _error(message: str) -> None:
+    click.echo(f"hookcage: error: {message}", err=True)
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="Docs: docs/ in the source tree. Every command has --help with an example.",
+)
+@click.version_option(__version__, "--version", "-V", prog_name="hookcage")
+def cli() -> None:
+    """Run AI coding agents' hook commands safely.
+
+    Every hook command runs in an ephemeral, network-less container with the
+    workspace read-only. Point your agent at hookcage with one line of config:
+
+    \b
+        {"hooks": {"PreToolUse": [{"hooks": [{"type": "command",
+                   "command": "hookcage dispatch"}]}]}}
+    """
+
+
+# -- dispatch ---------------------------------------------------------------
+
+
+def read_payload(raw: bytes) -> dict[str, Any]:
+    """Decode the agent's stdin into a JSON object.
+
+    Raises:
+        PayloadError: it is empty, not JSON, or not an object.
+    """
+    if not raw.strip():
+        raise PayloadError("no payload on stdin: the agent must send the event's JSON")
+    try:
+        payload = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise PayloadError(f"stdin is not valid JSON{where}") from exc
+    if not isinstance(payload, dict):
+        raise PayloadError(f"stdin must be a JSON object, not {type(payload).__name__}")
+    return payload
+
+
+@cli.command()
+@click.argument("event", required=False)
+def dispatch(event: str | None) -> None:
+    """Answer one agent event: run its matching hooks, print the folded verdict.
+
+    Reads the agent's JSON payload on stdin. EVENT may be omitted when the
+    payload has "hook_event_name". Exit 2 with the reason on stderr when the
+    verdict blocks; otherwise exit 0 with the verdict's JSON on stdout.
+
+    \b
+    Example:
+        echo '{"session_id":"s1","cwd":"'$PWD'","tool_name":"Bash",
+               "tool_input":{"command":"rm -rf /"}}' | hookcage dispatch PreToolUse
+    """
+    from executor.events import resolve_event
+    from executor.executor import HookExecutor
+    from executor.protocol import fail_verdict, render
+    from executor.settings import load_settings
+
+    fail_closed = _fail_closed_env()
+    try:
+        settings = load_settings()
+        fail_closed = settings.fail_closed
+        payload = read_payload(sys.stdin.buffer.read(MAX_PAYLOAD))
+        spec = resolve_event(event, payload)
+        executor = HookExecutor(settings)
+        try:
+            verdict = executor.dispatch(spec, payload, defer_async=True)
+            answer = render(spec, verdict)
+        except BaseException:
+            executor.close()
+            raise
+    except HookcageError as exc:
+        answer = fail_verdict(event or "?", str(exc), block=fail_closed)
+        _answer(answer.exit_code, answer.stdout, answer.stderr)
+        raise CliExit(answer.exit_code) from None
+    _answer(answer.exit_code, answer.stdout, answer.stderr)
+    if executor.deferred:
+        _run_after_answering(executor, answer.exit_code)
+    executor.close()
+    raise CliExit(answer.exit_code)
+
+
+def _answer(code: int, stdout: str, stderr: str) -> None:
+    if stdout:
+        sys.stdout.write(stdout)
+    if stderr:
+        sys.stderr.write(stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+def _run_after_answering(executor: Any, code: int) -> None:
+    """Run ``async`` hooks in a detached child so the agent is not kept waiting."""
+    pid = os.fork()
+    if pid:
+        os._exit(code)  # the parent has answered; the agent sees it exit now
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    try:
+        executor.run_deferred()
+        executor.close()
+    finally:
+        os._exit(0)
+
+
+# -- list -------------------------------------------------------------------
+
+
+_project_option = click.option(
+    "--project", "project", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="Project root (default: $CLAUDE_PROJECT_DIR, else the current directory).",
+)
+
+
+def _executor_and_root(project: Path | None) -> tuple[Any, Path]:
+    from executor.executor import HookExecutor
+
+    executor = HookExecutor()
+    root = Path(os.path.realpath(project)) if project else executor.root_for(None)
+    return executor, root
+
+
+@cli.command(name="list")
+@click.option("--event", "event", default=None, help="Only hooks of this event.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array, for scripts.")
+@_project_option
+def list_hooks(event: str | None, as_json: bool, project: Path | None) -> None:
+    """List every configured hook, its scope and file, and whether it would run.
+
+    \b
+    Example:
+        hookcage list --event PreToolUse
+    """
+    if event is not None and event not in EVENTS:
+        raise PayloadError(f"unknown event {event!r}; valid events: {', '.join(EVENTS)}")
+    executor, root = _executor_and_root(project)
+    hookset, views = executor.inventory(root, event)
+    if as_json:
+        click.echo(json.dumps([v.to_json() for v in views], indent=2))
+        return
+    for problem in hookset.problems:
+        click.echo(str(problem), err=True)
+    if not views:
+        click.echo(f"no hooks configured (project root {root})")
+        return
+    for view in views:
+        h = view.hook
+        runs = "yes" if view.skip is None else f"no ({view.skip.reason}: {view.skip.detail})"
+        click.echo(f"{h.id}  {h.event}  matcher={h.matcher.source or '*'}  [{h.scope.value}]  {h.label}")
+        click.echo(f"    source: {h.source} {h.json_path}")
+        click.echo(f"    sandbox: {h.sandbox.describe()}  timeout: {h.timeout:g}s  runs: {runs}")
+
+
+# -- validate ---------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@_project_option
+def validate(paths: Sequence[Path], project: Path | None) -> None:
+    """Check hook files; print each problem with its file and JSON path.
+
+    With no PATH, checks every scope's hook file for the project. Exits 1 if
+    any file has an error (warnings alone exit 0).
+
+    \b
+    Example:
+        hookcage validate .hookcage/hooks.json
+    """
+    from executor.config import guess_scope, load_hook_file, scope_files
+    from executor.hooks import HookFile
+
+    executor, root = _executor_and_root(project)
+    files: list[HookFile] = []
+    if paths:
+        for path in paths:
+            if not path.exists():
+                raise PayloadError(f"{path}: no such file")
+            loaded = load_hook_file(path, guess_scope(path, executor.settings), root)
+            if loaded is not None:
+                files.append(loaded)
+    else:
+        for scope, path in scope_files(executor.settings, root):
+            loaded = load_hook_file(path, scope, root)
+            if loaded is not None:
+                files.append(loaded)
+    errors = 0
+    for f in files:
+        for problem in f.problems:
+            click.echo(str(problem))
+        errors += len(f.errors)
+        if not f.problems:
+            click.echo(f"{f.source}: ok ({len(f.hooks)} hook{'s' if len(f.hooks) != 1 else ''})")
+    if not files:
+        click.echo("no hook files found")
+    if errors:
+        raise CliExit(1)
+
+
+# -- entry point ------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Console-script entry point: run the CLI, turn every error into one line."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    dispatching = bool(args) and args[0] == "dispatch"
+    try:
+        cli.main(args=args, prog_name="hookcage", standalone_mode=False)
+        code = 0
+    except CliExit as exc:
+        code = exc.code
+    except click.exceptions.Abort:
+        click.echo("hookcage: aborted", err=True)
+        code = 1
+    except click.ClickException as exc:
+        _error(exc.format_message())
+        # An agent reads exit 2 as "block": usage errors block only when fail-closed.
+        code = 2 if dispatching and _fail_closed_env() else 1
+    except HookcageError as exc:
+        _error(str(exc))
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as exc:
+        if os.environ.get("HOOKCAGE_DEBUG"):
+            raise
+        _error(f"internal error: {type(exc).__name__}: {exc} (set HOOKCAGE_DEBUG=1 for a traceback)")
+        code = 2 if dispatching and _fail_closed_env() else 1
+    sys.exit(code)

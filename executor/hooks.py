@@ -1,0 +1,441 @@
+"""Hook specs: what a hook file says, validated and flattened (pure, no I/O).
+
+A hook file has Claude Code's shape::
+
+    {"hooks": {"PreToolUse": [{"matcher": "Bash",
+                               "hooks": [{"type": "command", "command": "..."}]}]},
+     "disableAllHooks": false, "allowManagedHooksOnly": false}
+
+:func:`parse_hook_file` turns the decoded JSON of one file into a
+:class:`HookFile`: one :class:`HookSpec` per handler, in file order, and a
+:class:`Problem` for everything wrong, each naming the file and the JSON path.
+A handler with an error is kept (so it can be listed and logged as
+``invalid``) but never runs; a file whose top level is wrong yields no hooks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Literal
+
+from executor.events import EVENTS, event_names
+from executor.matchers import Matcher, compile_matcher
+from executor.sandbox.base import SandboxOptions
+
+DEFAULT_TIMEOUT = 60.0
+MAX_TIMEOUT = 24 * 3600.0
+
+
+class Scope(StrEnum):
+    """Where a hook file lives; earlier scopes come first in config order."""
+
+    MANAGED = "managed"
+    USER = "user"
+    PROJECT = "project"
+    LOCAL = "local"
+
+    @property
+    def from_repository(self) -> bool:
+        """Project and local hooks come with the repository: not the user's own."""
+        return self in (Scope.PROJECT, Scope.LOCAL)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong (or doubtful) in a hook file."""
+
+    source: str
+    path: str
+    message: str
+    severity: Literal["error", "warning"] = "error"
+    event: str | None = None
+
+    def __str__(self) -> str:
+        prefix = "warning: " if self.severity == "warning" else ""
+        return f"{prefix}{self.source}: {self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """One handler of one hook file, with where it came from.
+
+    ``invalid`` holds the first error of this handler (it never runs then);
+    ``matcher`` is compiled once here.
+    """
+
+    event: str
+    matcher: Matcher
+    type: str
+    command: str | None
+    scope: Scope
+    source: str
+    json_path: str
+    timeout: float = DEFAULT_TIMEOUT
+    is_async: bool = False
+    once: bool = False
+    name: str | None = None
+    enabled: bool = True
+    on_error: Literal["allow", "deny"] = "allow"
+    sandbox: SandboxOptions = field(default_factory=SandboxOptions)
+    env: tuple[tuple[str, str], ...] = ()
+    invalid: str | None = None
+
+    @property
+    def id(self) -> str:
+        """A short stable id: the same handler in the same file keeps it."""
+        return "h" + _digest([self.scope.value, self.source, self.event, *self.identity()])[:11]
+
+    def identity(self) -> list[Any]:
+        """What makes two handlers "the same hook" (run once when repeated)."""
+        return [self.type, self.command, _options_json(self.sandbox), list(self.env)]
+
+    @property
+    def label(self) -> str:
+        """How people see this hook in messages: its name or its command."""
+        return self.name or self.command or f"<{self.type} hook>"
+
+
+@dataclass(frozen=True)
+class HookFile:
+    """A parsed hook file."""
+
+    source: str
+    scope: Scope
+    hooks: tuple[HookSpec, ...] = ()
+    problems: tuple[Problem, ...] = ()
+    disable_all: bool = False
+    managed_only: bool = False
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        """The problems that stop something from running."""
+        return tuple(p for p in self.problems if p.severity == "error")
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def _options_json(options: SandboxOptions) -> dict[str, Any]:
+    return {
+        "backend": options.backend, "image": options.image, "workspace": options.workspace,
+        "network": options.network, "mounts": list(options.mounts), "memory": options.memory,
+        "cpus": options.cpus, "pids": options.pids,
+    }
+
+
+_HANDLER_KEYS = {"type", "command", "timeout", "async", "once", "name", "enabled", "on_error",
+                 "sandbox", "env"}
+# Keys other agents put in handlers that hookcage reads but does not act on.
+_IGNORED_KEYS = {"statusMessage", "shell", "description"}
+_SANDBOX_KEYS = {"image", "workspace", "network", "mounts", "memory", "cpus", "pids", "env",
+                 "backend"}
+_FORBIDDEN_SANDBOX_KEYS = {
+    "privileged", "cap_add", "capabilities", "caps", "devices", "device", "pid", "pid_mode",
+    "ipc", "ipc_mode", "uts", "userns", "userns_mode", "security_opt", "volumes", "binds",
+    "runtime", "user", "cgroup_parent", "sysctls",
+}
+_HOST_NAMESPACE_NETWORKS = re.compile(r"^(host|container:.*)$")
+_DOCKER_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/var/run/docker", "/run/docker")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MEMORY = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
+
+
+class _Collector:
+    """Gathers problems while walking one file."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.problems: list[Problem] = []
+
+    def error(self, path: str, message: str, event: str | None = None) -> str:
+        self.problems.append(Problem(self.source, path, message, "error", event))
+        return message
+
+    def warn(self, path: str, message: str, event: str | None = None) -> None:
+        self.problems.append(Problem(self.source, path, message, "warning", event))
+
+
+def parse_hook_file(
+    data: Any, *, scope: Scope, source: str, project_root: str | None = None
+) -> HookFile:
+    """Validate the decoded JSON of one hook file and flatten its handlers.
+
+    Args:
+        data: the file's decoded JSON.
+        scope: which scope the file belongs to (decides what it may ask for).
+        source: the file's path, for messages.
+        project_root: the project root, to resolve and check ``mounts``.
+    """
+    out = _Collector(source)
+    if not isinstance(data, dict):
+        out.error("$", "the top level must be a JSON object")
+        return HookFile(source, scope, problems=tuple(out.problems))
+    disable_all = _flag(data, "disableAllHooks", out)
+    managed_only = _flag(data, "allowManagedHooksOnly", out)
+    if managed_only and scope is not Scope.MANAGED:
+        out.warn("$.allowManagedHooksOnly", "only honoured in the managed hook file; ignored here")
+        managed_only = False
+    if "allowlist" in data and scope is not Scope.MANAGED:
+        out.warn("$.allowlist", "the allow-list is set in config.toml, never in a hook file; ignored")
+    hooks = data.get("hooks", {})
+    specs: list[HookSpec] = []
+    if not isinstance(hooks, dict):
+        out.error("$.hooks", "must be an object mapping event names to matcher groups")
+        hooks = {}
+    for event, groups in hooks.items():
+        epath = f"$.hooks.{event}"
+        if event not in EVENTS:
+            out.error(epath, f"unknown event {event!r}; valid events: {event_names()}")
+            continue
+        if not isinstance(groups, list):
+            out.error(epath, "must be an array of matcher groups", event)
+            continue
+        for gi, group in enumerate(groups):
+            specs.extend(_parse_group(group, f"{epath}[{gi}]", event, scope, project_root, out))
+    return HookFile(source, scope, tuple(specs), tuple(out.problems), disable_all, managed_only)
+
+
+def _flag(data: Mapping[str, Any], key: str, out: _Collector) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        out.error(f"$.{key}", "must be true or false")
+        return False
+    return value
+
+
+def _parse_group(
+    group: Any, path: str, event: str, scope: Scope, root: str | None, out: _Collector
+) -> list[HookSpec]:
+    if not isinstance(group, dict):
+        out.error(path, "a matcher group must be an object with 'matcher' and 'hooks'", event)
+        return []
+    raw_matcher = group.get("matcher")
+    if raw_matcher is not None and not isinstance(raw_matcher, str):
+        out.error(f"{path}.matcher", "must be a string", event)
+        return []
+    matcher = compile_matcher(raw_matcher)
+    if matcher.error:
+        # Not fatal: the group never fires, and saying so is enough.
+        out.warn(f"{path}.matcher", matcher.error + " (this group never fires)", event)
+    for key in group.keys() - {"matcher", "hooks"}:
+        out.warn(f"{path}.{key}", "unknown key, ignored", event)
+    handlers = group.get("hooks")
+    if not isinstance(handlers, list):
+        out.error(f"{path}.hooks", "must be an array of hook handlers", event)
+        return []
+    return [
+        _parse_handler(h, f"{path}.hooks[{hi}]", event, matcher, scope, root, out)
+        for hi, h in enumerate(handlers)
+    ]
+
+
+def _parse_handler(
+    raw: Any, path: str, event: str, matcher: Matcher, scope: Scope, root: str | None,
+    out: _Collector,
+) -> HookSpec:
+    base = HookSpec(event, matcher, "command", None, scope, out.source, path)
+    if not isinstance(raw, dict):
+        return replace(base, invalid=out.error(path, "a hook handler must be an object", event))
+    errors: list[str] = []
+
+    def err(key: str, message: str) -> None:
+        errors.append(out.error(f"{path}.{key}" if key else path, message, event))
+
+    hook_type = raw.get("type")
+    if not isinstance(hook_type, str) or not hook_type:
+        err("type", "required: a string such as \"command\"")
+        hook_type = "command"
+    command = raw.get("command")
+    if hook_type == "command":
+        if not isinstance(command, str) or not command.strip():
+            err("command", "required for a command hook: a non-empty string")
+            command = None
+        elif command.lstrip().startswith("-"):
+            err("command", "must not start with '-'")
+    elif command is not None and not isinstance(command, str):
+        err("command", "must be a string")
+        command = None
+    timeout = raw.get("timeout", DEFAULT_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT:
+        err("timeout", f"must be a number of seconds between 0 and {int(MAX_TIMEOUT)}")
+        timeout = DEFAULT_TIMEOUT
+    bools: dict[str, bool] = {}
+    for key, default in (("async", False), ("once", False), ("enabled", True)):
+        value = raw.get(key, default)
+        if not isinstance(value, bool):
+            err(key, "must be true or false")
+            value = default
+        bools[key] = value
+    name = raw.get("name")
+    if name is not None and not isinstance(name, str):
+        err("name", "must be a string")
+        name = None
+    on_error = raw.get("on_error", "allow")
+    if on_error not in ("allow", "deny"):
+        err("on_error", "must be \"allow\" or \"deny\"")
+        on_error = "allow"
+    env = _parse_env(raw.get("env"), f"{path}.env", err_path=path, errors=errors, out=out, event=event)
+    sandbox, sandbox_env = _parse_sandbox(raw.get("sandbox"), path, event, scope, root, errors, out)
+    for key in sorted(raw.keys() - _HANDLER_KEYS):
+        if key in _IGNORED_KEYS:
+            continue
+        hint = " (hookcage does not support 'if': the hook runs whenever its matcher matches)" if key == "if" else ""
+        out.warn(f"{path}.{key}", f"unknown key, ignored{hint}", event)
+    merged_env = dict(env)
+    for key, value in sandbox_env:
+        if key in merged_env and merged_env[key] != value:
+            errors.append(out.error(f"{path}.sandbox.env.{key}", "also set in the handler's env with another value", event))
+        merged_env[key] = value
+    return replace(
+        base,
+        type=hook_type,
+        command=command,
+        timeout=float(timeout),
+        is_async=bools["async"],
+        once=bools["once"],
+        enabled=bools["enabled"],
+        name=name,
+        on_error=on_error,
+        sandbox=sandbox,
+        env=tuple(sorted(merged_env.items())),
+        invalid=errors[0] if errors else None,
+    )
+
+
+def _parse_env(
+    raw: Any, path: str, *, err_path: str, errors: list[str], out: _Collector, event: str
+) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        errors.append(out.error(path, "must be an object of NAME: \"literal value\"", event))
+        return ()
+    pairs = []
+    for key, value in raw.items():
+        if not _ENV_NAME.match(key):
+            errors.append(out.error(f"{path}.{key}", "not a valid environment variable name", event))
+        elif not isinstance(value, str):
+            errors.append(out.error(f"{path}.{key}", "must be a string (a literal value)", event))
+        else:
+            pairs.append((key, value))
+    return tuple(pairs)
+
+
+def _parse_sandbox(
+    raw: Any, path: str, event: str, scope: Scope, root: str | None, errors: list[str],
+    out: _Collector,
+) -> tuple[SandboxOptions, tuple[tuple[str, str], ...]]:
+    spath = f"{path}.sandbox"
+
+    def err(key: str, message: str) -> None:
+        errors.append(out.error(f"{spath}.{key}" if key else spath, message, event))
+
+    if raw is None or raw == "docker":
+        return SandboxOptions(), ()
+    if raw == "host" or (isinstance(raw, dict) and raw.get("backend") == "host"):
+        if scope.from_repository:
+            err("", f"\"host\" is not allowed in {scope.value} scope: repository hooks always run sandboxed")
+            return SandboxOptions(), ()
+        return SandboxOptions(backend="host"), ()
+    if not isinstance(raw, dict):
+        err("", "must be \"docker\", \"host\" or an object of sandbox options")
+        return SandboxOptions(), ()
+    for key in sorted(raw.keys() & _FORBIDDEN_SANDBOX_KEYS):
+        err(key, "not allowed: hookcage never grants privileges, capabilities, devices, host namespaces or extra volumes")
+    for key in sorted(raw.keys() - _FORBIDDEN_SANDBOX_KEYS - _SANDBOX_KEYS):
+        err(key, f"unknown sandbox option; valid: {', '.join(sorted(_SANDBOX_KEYS))}")
+    backend = raw.get("backend", "docker")
+    if backend != "docker":
+        err("backend", "must be \"docker\" or \"host\"")
+    image = raw.get("image")
+    if image is not None and (not isinstance(image, str) or not image.strip() or image.startswith("-")):
+        err("image", "must be an image name that does not start with '-'")
+        image = None
+    workspace = raw.get("workspace", "ro")
+    if workspace not in ("ro", "rw", "none"):
+        err("workspace", "must be \"ro\", \"rw\" or \"none\"")
+        workspace = "ro"
+    network = raw.get("network", "none")
+    if not isinstance(network, str) or not network or network.startswith("-"):
+        err("network", "must be a network name (\"none\" by default)")
+        network = "none"
+    elif scope.from_repository and _HOST_NAMESPACE_NETWORKS.match(network):
+        err("network", f"{network!r} shares a host namespace: not allowed in {scope.value} scope")
+        network = "none"
+    mounts = _parse_mounts(raw.get("mounts", []), scope, root, err)
+    memory = raw.get("memory")
+    if memory is not None:
+        if isinstance(memory, int) and not isinstance(memory, bool) and memory > 0:
+            memory = str(memory)
+        if not isinstance(memory, str) or not _MEMORY.match(memory):
+            err("memory", "must be a size such as \"512m\" or \"1g\"")
+            memory = None
+    cpus = raw.get("cpus")
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or not 0 < cpus <= 64):
+        err("cpus", "must be a number of CPUs between 0 and 64")
+        cpus = None
+    pids = raw.get("pids")
+    if pids is not None and (isinstance(pids, bool) or not isinstance(pids, int) or not 1 <= pids <= 65536):
+        err("pids", "must be a whole number between 1 and 65536")
+        pids = None
+    env = _parse_env(raw.get("env"), f"{spath}.env", err_path=spath, errors=errors, out=out, event=event)
+    options = SandboxOptions(
+        backend="docker", image=image, workspace=workspace, network=network, mounts=mounts,
+        memory=memory, cpus=float(cpus) if cpus is not None else None, pids=pids,
+    )
+    return options, env
+
+
+def _parse_mounts(
+    raw: Any, scope: Scope, root: str | None, err: Any
+) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(m, str) and m for m in raw):
+        err("mounts", "must be an array of paths")
+        return ()
+    mounts: list[str] = []
+    for i, mount in enumerate(raw):
+        if mount.startswith("-"):
+            err(f"mounts[{i}]", "must not start with '-'")
+            continue
+        if ":" in mount:
+            err(f"mounts[{i}]", "a path only: extra mounts are always read-only at the same path")
+            continue
+        if not posixpath.isabs(mount):
+            if root is None:
+                err(f"mounts[{i}]", "a relative path needs a project root")
+                continue
+            mount = posixpath.join(root, mount)
+        mount = posixpath.normpath(mount)
+        if any(mount == s or mount.startswith(s + "/") or s.startswith(mount + "/") or mount == "/"
+               for s in _DOCKER_SOCKETS):
+            err(f"mounts[{i}]", "would expose the Docker socket: never allowed")
+            continue
+        if scope.from_repository and (root is None or not _inside(mount, root)):
+            err(f"mounts[{i}]", f"{mount} is outside the project: not allowed in {scope.value} scope")
+            continue
+        mounts.append(mount)
+    return tuple(mounts)
+
+
+def _inside(path: str, root: str) -> bool:
+    root = posixpath.normpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def dedupe(hooks: Sequence[HookSpec]) -> list[HookSpec]:
+    """Keep the first of handlers that are the same hook (config order wins)."""
+    seen: set[str] = set()
+    kept = []
+    for hook in hooks:
+        key = _digest([hook.event, *hook.identity()])
+        if key not in seen:
+            seen.add(key)
+            kept.append(hook)
+    return kept

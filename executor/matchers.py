@@ -1,0 +1,115 @@
+"""Matchers: does a hook's ``matcher`` select this event's payload? (pure)
+
+The rules (Claude Code's, extended with tool-name aliases across agents):
+
+* ``None``, ``""`` and ``"*"`` match everything.
+* A matcher made only of letters, digits, ``_``, ``-``, space, ``,`` and ``|``
+  is an exact name or a list of names split on ``|`` and ``,``.
+* Anything else is a regular expression, searched (unanchored).
+* An invalid regular expression never fires; :func:`compile_matcher` reports
+  it so the config loader can say where it is.
+
+Tool events match ``tool_name``; the name and every alias of it (``Bash``,
+``execute_command``, ``run_shell_command``, ...) are tried, so a hook written
+for one agent fires for the same tool in another.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from executor.events import EventSpec
+
+# Each group is one tool as different agents name it; the first is canonical.
+TOOL_ALIASES: tuple[tuple[str, ...], ...] = (
+    ("Bash", "execute_command", "run_shell_command", "shell", "Shell", "run_terminal_cmd",
+     "exec_command"),
+    ("Read", "read_file", "view", "ReadFile"),
+    ("Write", "write_file", "write_to_file", "create_file", "WriteFile"),
+    ("Edit", "replace", "edit_file", "replace_in_file", "str_replace", "apply_patch"),
+    ("MultiEdit", "multi_edit"),
+    ("Glob", "glob", "file_search", "find_files"),
+    ("Grep", "search_file_content", "grep_search", "search_files", "grep"),
+    ("LS", "list_directory", "list_dir", "list_files"),
+    ("WebFetch", "web_fetch", "fetch"),
+    ("WebSearch", "google_web_search", "web_search"),
+    ("TodoWrite", "write_todos", "todo_write"),
+    ("Task", "Agent", "delegate_task"),
+    ("NotebookEdit", "edit_notebook"),
+)
+
+_ALIAS_GROUP: Mapping[str, tuple[str, ...]] = {
+    name: group for group in TOOL_ALIASES for name in group
+}
+
+_SIMPLE = re.compile(r"[A-Za-z0-9_\- ,|]*")
+
+
+def tool_names(name: str) -> tuple[str, ...]:
+    """The name and all its aliases across agents (just the name when it has none)."""
+    return _ALIAS_GROUP.get(name, (name,))
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """A compiled matcher. ``error`` is set (and nothing matches) for a bad regex."""
+
+    source: str | None
+    names: frozenset[str] | None = None
+    pattern: re.Pattern[str] | None = None
+    error: str | None = None
+
+    @property
+    def matches_all(self) -> bool:
+        """True for ``None``, ``""`` and ``"*"``."""
+        return self.names is None and self.pattern is None and self.error is None
+
+    def matches(self, value: str | None, *, tool: bool = False) -> bool:
+        """Test one payload value (``None`` when the field is absent).
+
+        Args:
+            value: the payload field the event matches on.
+            tool: the value is a tool name, so aliases count.
+        """
+        if self.error is not None:
+            return False
+        if self.matches_all:
+            return True
+        if value is None:
+            return False
+        candidates = tool_names(value) if tool else (value,)
+        if self.names is not None:
+            return any(c in self.names for c in candidates)
+        assert self.pattern is not None
+        return any(self.pattern.search(c) for c in candidates)
+
+
+def compile_matcher(source: str | None) -> Matcher:
+    """Compile a matcher string by the rules in this module's docstring."""
+    if source is None or source.strip() in ("", "*"):
+        return Matcher(source)
+    if _SIMPLE.fullmatch(source):
+        names = {part.strip() for part in re.split(r"[|,]", source)} - {""}
+        return Matcher(source, names=frozenset(names))
+    try:
+        return Matcher(source, pattern=re.compile(source))
+    except re.error as exc:
+        return Matcher(source, error=f"invalid regular expression {source!r}: {exc}")
+
+
+def event_matches(event: EventSpec, matcher: Matcher, payload: Mapping[str, Any]) -> bool:
+    """Does ``matcher`` select this payload for ``event``?
+
+    Events without a matcher field ignore the matcher (even an invalid one
+    does not stop them: Claude Code ignores it there too).
+    """
+    if event.matcher_field is None:
+        return True
+    value = payload.get(event.matcher_field)
+    return matcher.matches(
+        value if isinstance(value, str) else None,
+        tool=event.matcher_field == "tool_name",
+    )

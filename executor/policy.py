@@ -1,0 +1,90 @@
+"""Which configured hooks may run at all (pure): scopes, switches, types.
+
+The config loader hands in parsed :class:`~executor.hooks.HookFile` objects;
+this module merges them in scope order and answers, per hook, why it must be
+skipped (or ``None`` when it may go on to the next gates).
+
+``disableAllHooks`` never lets a repository switch off the user's guards: set
+in the managed file it disables everything; in the user file, user, project
+and local hooks; in a project or local file, only project and local hooks.
+``allowManagedHooksOnly`` (managed file only) disables every other scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from executor.hooks import HookFile, HookSpec, Problem, Scope
+
+SkipReason = Literal["invalid", "disabled", "unsupported_type", "untrusted", "not_allowlisted"]
+
+SUPPORTED_TYPES = frozenset({"command"})
+
+_SCOPE_ORDER = {scope: i for i, scope in enumerate(Scope)}
+_DISABLES: dict[Scope, frozenset[Scope]] = {
+    Scope.MANAGED: frozenset(Scope),
+    Scope.USER: frozenset({Scope.USER, Scope.PROJECT, Scope.LOCAL}),
+    Scope.PROJECT: frozenset({Scope.PROJECT, Scope.LOCAL}),
+    Scope.LOCAL: frozenset({Scope.PROJECT, Scope.LOCAL}),
+}
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why one hook does not run."""
+
+    reason: SkipReason
+    detail: str
+
+
+@dataclass(frozen=True)
+class HookSet:
+    """Every hook of every scope, in config order, with the switches applied."""
+
+    files: tuple[HookFile, ...]
+    hooks: tuple[HookSpec, ...]
+    disabled: dict[Scope, str]
+
+    @property
+    def problems(self) -> tuple[Problem, ...]:
+        """All problems of all files, in config order."""
+        return tuple(p for f in self.files for p in f.problems)
+
+    def problems_for(self, event: str) -> tuple[Problem, ...]:
+        """Errors that concern ``event``: its own, and those of no event in particular."""
+        return tuple(
+            p for p in self.problems if p.severity == "error" and p.event in (None, event)
+        )
+
+    def for_event(self, event: str) -> list[HookSpec]:
+        """The hooks configured for ``event``, in config order."""
+        return [h for h in self.hooks if h.event == event]
+
+    def skip(self, hook: HookSpec) -> Skip | None:
+        """Why ``hook`` must not run (before trust and allow-list), or ``None``."""
+        if hook.invalid:
+            return Skip("invalid", hook.invalid)
+        if hook.scope in self.disabled:
+            return Skip("disabled", self.disabled[hook.scope])
+        if not hook.enabled:
+            return Skip("disabled", "\"enabled\": false")
+        if hook.type not in SUPPORTED_TYPES:
+            return Skip("unsupported_type", f"hook type {hook.type!r} is not supported; only \"command\" hooks run")
+        return None
+
+
+def merge(files: Iterable[HookFile]) -> HookSet:
+    """Merge hook files of all scopes: lists are appended in scope order, never replaced."""
+    ordered = tuple(sorted(files, key=lambda f: _SCOPE_ORDER[f.scope]))
+    disabled: dict[Scope, str] = {}
+    for f in ordered:
+        if f.disable_all:
+            for scope in _DISABLES[f.scope]:
+                disabled.setdefault(scope, f"disableAllHooks in {f.source}")
+        if f.managed_only and f.scope is Scope.MANAGED:
+            for scope in (Scope.USER, Scope.PROJECT, Scope.LOCAL):
+                disabled.setdefault(scope, f"allowManagedHooksOnly in {f.source}")
+    hooks = tuple(h for f in ordered for h in f.hooks)
+    return HookSet(ordered, hooks, disabled)

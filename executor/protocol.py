@@ -1,0 +1,433 @@
+"""The hook protocol (Claude Code dialect), with no I/O.
+
+How this works:
+
+1. :func:`build_stdin` turns the agent's payload into the bytes every matching
+   hook reads on stdin (the payload passed through, ``hook_event_name`` set).
+2. :func:`parse_outcome` turns one hook's exit code, stdout and stderr into a
+   :class:`HookOutcome`: 0 = success (stdout is JSON when its first non-blank
+   character is ``{``, else plain text), 2 = block with stderr as the reason
+   (on events that can block; elsewhere it is shown to the user), anything
+   else = a non-blocking error. Timeouts and OOM kills are errors too: data,
+   never exceptions. :func:`apply_on_error` turns an error into a denial for
+   hooks whose ``on_error`` is ``deny``.
+3. :func:`fold` combines the outcomes of every hook of one event, in config
+   order, into one :class:`Verdict`: deny > defer > ask > allow; any block
+   blocks; ``continue: false`` wins; contexts and system messages
+   concatenate; two different input rewrites become ``ask`` naming both.
+4. :func:`render` turns the verdict into hookcage's own answer to the agent:
+   exit 2 with the reason on stderr when it blocks, else exit 0 with the
+   folded JSON on stdout (``{}`` when there is nothing to say).
+
+Every string that reaches the agent is sanitised (no escape sequences or
+control characters) and capped at 10,000 characters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from executor.events import EventSpec
+from executor.text import MESSAGE_CAP, cap_text, decode, first_line, sanitize
+
+Decision = Literal["allow", "deny", "ask", "defer"]
+Status = Literal["ok", "block", "error"]
+
+DECISION_RANK: Mapping[str, int] = {"allow": 0, "ask": 1, "defer": 2, "deny": 3}
+_LEGACY_DECISIONS: Mapping[str, Decision] = {"approve": "allow", "block": "deny"}
+
+
+class _Unset:
+    """Marks "the hook did not rewrite the tool output" (``None`` is a valid rewrite)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """What one hook said, parsed. Strings are already sanitised and capped.
+
+    Attributes:
+        hook: how the hook is named in messages (its name or command).
+        status: ``ok``, ``block`` (exit 2 or ``decision: "block"``) or
+            ``error`` (it could not answer: crash, timeout, garbage).
+        decision: a permission decision, on events that carry one.
+        reason: why it blocked, or its ``permissionDecisionReason``.
+        error: what went wrong, for ``status == "error"``.
+        notes: parts of the answer that were ignored, and why.
+        updated_output: the rewritten tool output, or ``UNSET``.
+    """
+
+    hook: str
+    status: Status = "ok"
+    exit_code: int | None = 0
+    decision: Decision | None = None
+    reason: str | None = None
+    continue_: bool = True
+    stop_reason: str | None = None
+    suppress_output: bool = False
+    system_message: str | None = None
+    additional_context: str | None = None
+    updated_input: dict[str, Any] | None = None
+    updated_output: Any = UNSET
+    error: str | None = None
+    notes: tuple[str, ...] = ()
+    hook_id: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The folded answer of every hook that ran for one event."""
+
+    event: str
+    outcomes: tuple[HookOutcome, ...] = ()
+    blocked: bool = False
+    reason: str | None = None
+    decision: Decision | None = None
+    decision_reason: str | None = None
+    continue_: bool = True
+    stop_reason: str | None = None
+    suppress_output: bool = False
+    system_message: str | None = None
+    additional_context: str | None = None
+    updated_input: dict[str, Any] | None = None
+    updated_output: Any = UNSET
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def blocks(self) -> bool:
+        """The agent must not go on with what it was doing (block or deny)."""
+        return self.continue_ and (self.blocked or self.decision == "deny")
+
+
+@dataclass(frozen=True)
+class AgentAnswer:
+    """hookcage's own answer: the exit code and the two streams."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def build_stdin(event: EventSpec, payload: Mapping[str, Any]) -> bytes:
+    """The bytes every hook of this event reads on stdin: the payload passed through."""
+    data = dict(payload)
+    data["hook_event_name"] = event.name
+    return json.dumps(data, ensure_ascii=False).encode("utf-8")
+
+
+def parse_outcome(
+    event: EventSpec,
+    hook: str,
+    exit_code: int | None,
+    stdout: bytes,
+    stderr: bytes,
+    *,
+    timed_out: bool = False,
+    oom_killed: bool = False,
+    timeout: float | None = None,
+    hook_id: str = "",
+) -> HookOutcome:
+    """Parse one hook's exit status and output into an outcome.
+
+    Args:
+        event: the event the hook ran for.
+        hook: the hook's name for messages.
+        exit_code: its exit code, ``None`` when it was killed.
+        stdout: its raw stdout (possibly truncated).
+        stderr: its raw stderr.
+        timed_out: it was killed at its timeout.
+        oom_killed: it was killed for going past its memory limit.
+        timeout: the timeout, for the message.
+    """
+    base = HookOutcome(hook=hook, exit_code=exit_code, hook_id=hook_id)
+    err_text = sanitize(decode(stderr)).strip()
+    if timed_out:
+        after = f" after {timeout:g} s" if timeout is not None else ""
+        return replace(base, status="error", error=f"timed out{after}")
+    if oom_killed:
+        return replace(base, status="error", error="killed: out of memory (memory limit reached)")
+    if exit_code is None:
+        return replace(base, status="error", error="killed before it answered")
+    if exit_code == 2:
+        if event.can_block:
+            return replace(base, status="block", reason=err_text or f"blocked by hook {hook}")
+        # Events that cannot block show the reason to the user instead.
+        return replace(base, system_message=err_text or None)
+    if exit_code != 0:
+        line = first_line(err_text)
+        return replace(base, status="error", error=f"exited {exit_code}" + (f": {line}" if line else ""))
+    text = decode(stdout)
+    if text.lstrip().startswith("{"):
+        return _parse_json(event, base, text)
+    plain = sanitize(text).strip()
+    if plain and event.plain_text_context:
+        return replace(base, additional_context=plain)
+    return base
+
+
+def _parse_json(event: EventSpec, base: HookOutcome, text: str) -> HookOutcome:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return replace(base, status="error", error=f"stdout starts with '{{' but is not valid JSON ({exc.msg} at line {exc.lineno})")
+    if not isinstance(data, dict):
+        return replace(base, status="error", error="stdout JSON is not an object")
+    notes: list[str] = []
+    fields: dict[str, Any] = {}
+
+    def text_field(source: Mapping[str, Any], key: str) -> str | None:
+        value = source.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            notes.append(f"{key!r} must be a string; ignored")
+            return None
+        return sanitize(value) or None
+
+    def bool_field(key: str) -> bool | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, bool):
+            notes.append(f"{key!r} must be true or false; ignored")
+            return None
+        return value
+
+    cont = bool_field("continue")
+    if cont is False:
+        fields["continue_"] = False
+        fields["stop_reason"] = text_field(data, "stopReason")
+    if bool_field("suppressOutput"):
+        fields["suppress_output"] = True
+    fields["system_message"] = text_field(data, "systemMessage")
+    reason = text_field(data, "reason")
+
+    decision = data.get("decision")
+    if decision is not None:
+        if decision == "block":
+            if event.can_block:
+                fields["status"] = "block"
+                fields["reason"] = reason or f"blocked by hook {base.hook}"
+            else:
+                notes.append(f"'decision: block' has no effect on {event.name}; ignored")
+        elif decision == "approve" and event.permission:
+            fields["decision"] = "allow"
+            fields["reason"] = reason
+        elif not (isinstance(decision, dict) and event.name == "PermissionRequest"):
+            notes.append(f"unknown decision {decision!r}; ignored")
+
+    specific = data.get("hookSpecificOutput")
+    if specific is not None:
+        if not isinstance(specific, dict):
+            notes.append("'hookSpecificOutput' must be an object; ignored")
+        elif specific.get("hookEventName", event.name) != event.name:
+            notes.append(
+                f"hookSpecificOutput is for {specific.get('hookEventName')!r}, not {event.name}; ignored"
+            )
+        else:
+            _parse_specific(event, specific, fields, notes, text_field)
+    if isinstance(decision, dict) and event.name == "PermissionRequest":
+        _parse_permission_request(decision, fields, notes, text_field)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return replace(base, notes=tuple(notes), **fields)
+
+
+def _parse_specific(
+    event: EventSpec,
+    specific: Mapping[str, Any],
+    fields: dict[str, Any],
+    notes: list[str],
+    text_field: Any,
+) -> None:
+    context = text_field(specific, "additionalContext")
+    if context is not None:
+        fields["additional_context"] = context
+    if event.permission:
+        raw = specific.get("permissionDecision")
+        if raw is not None:
+            decision = _LEGACY_DECISIONS.get(raw, raw) if isinstance(raw, str) else None
+            if decision in DECISION_RANK:
+                fields["decision"] = decision
+                fields["reason"] = text_field(specific, "permissionDecisionReason")
+            else:
+                notes.append(f"unknown permissionDecision {raw!r}; ignored")
+        if isinstance(specific.get("decision"), dict) and event.name == "PermissionRequest":
+            _parse_permission_request(specific["decision"], fields, notes, text_field)
+    for key in ("updatedInput", "modifiedInput"):
+        if key in specific:
+            value = specific[key]
+            if not event.rewrites_input:
+                notes.append(f"{key!r} has no effect on {event.name}; ignored")
+            elif not isinstance(value, dict):
+                notes.append(f"{key!r} must be an object; ignored")
+            elif "updated_input" in fields and fields["updated_input"] != value:
+                notes.append("both 'updatedInput' and 'modifiedInput' given and they differ; both ignored")
+                fields["updated_input"] = None
+            else:
+                fields["updated_input"] = value
+    for key in ("updatedToolOutput", "updatedMCPToolOutput"):
+        if key in specific:
+            if event.rewrites_output:
+                fields["updated_output"] = specific[key]
+            else:
+                notes.append(f"{key!r} has no effect on {event.name}; ignored")
+
+
+def _parse_permission_request(
+    decision: Mapping[str, Any], fields: dict[str, Any], notes: list[str], text_field: Any
+) -> None:
+    behavior = decision.get("behavior")
+    if behavior in ("allow", "deny", "ask"):
+        fields["decision"] = behavior
+        fields["reason"] = text_field(decision, "message")
+    else:
+        notes.append(f"unknown decision behavior {behavior!r}; ignored")
+    if isinstance(decision.get("updatedInput"), dict):
+        fields["updated_input"] = decision["updatedInput"]
+
+
+def apply_on_error(event: EventSpec, outcome: HookOutcome, on_error: str) -> HookOutcome:
+    """Turn a failed hook into a denial when its ``on_error`` is ``deny``."""
+    if outcome.status != "error" or on_error != "deny":
+        return outcome
+    why = f"hook {outcome.hook} could not answer ({outcome.error}) and its on_error is deny"
+    if event.permission:
+        return replace(outcome, status="ok", decision="deny", reason=why)
+    if event.can_block:
+        return replace(outcome, status="block", reason=why)
+    return outcome
+
+
+def error_outcome(hook: str, error: str, *, hook_id: str = "") -> HookOutcome:
+    """The outcome of a hook that could not be run at all (sandbox down, ...)."""
+    return HookOutcome(hook=hook, status="error", exit_code=None, error=error, hook_id=hook_id)
+
+
+def _join(parts: Iterable[str | None], sep: str = "\n") -> str | None:
+    kept = [p for p in parts if p]
+    return cap_text(sep.join(kept), MESSAGE_CAP) if kept else None
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def fold(event: EventSpec, outcomes: Sequence[HookOutcome], notes: Sequence[str] = ()) -> Verdict:
+    """Fold the outcomes of all hooks of one event (in config order) into one verdict.
+
+    Args:
+        event: the event.
+        outcomes: one per hook that ran, in config order.
+        notes: hookcage's own messages for the user (config errors, skipped hooks).
+    """
+    all_notes = list(notes)
+    for o in outcomes:
+        if o.status == "error":
+            all_notes.append(f"hook {o.hook} failed: {o.error}")
+        all_notes.extend(f"hook {o.hook}: {n}" for n in o.notes)
+
+    decision: Decision | None = None
+    for o in outcomes:
+        if o.decision and (decision is None or DECISION_RANK[o.decision] > DECISION_RANK[decision]):
+            decision = o.decision
+    decision_reason = _join(o.reason for o in outcomes if decision and o.decision == decision)
+
+    blockers = [o for o in outcomes if o.status == "block"]
+    stoppers = [o for o in outcomes if not o.continue_]
+
+    updated_input = None
+    rewrites = [o for o in outcomes if o.updated_input is not None]
+    distinct_inputs = {_canonical(o.updated_input) for o in rewrites}
+    if len(distinct_inputs) == 1:
+        updated_input = rewrites[0].updated_input
+    elif len(distinct_inputs) > 1:
+        names = " and ".join(repr(o.hook) for o in rewrites)
+        conflict = f"hooks {names} rewrote the tool input differently; asking instead of choosing"
+        all_notes.append(conflict)
+        if decision is None or DECISION_RANK[decision] < DECISION_RANK["ask"]:
+            decision = "ask"
+            decision_reason = conflict
+    if decision in ("deny", "defer"):
+        updated_input = None
+
+    updated_output: Any = UNSET
+    out_rewrites = [o for o in outcomes if o.updated_output is not UNSET]
+    if len({_canonical(o.updated_output) for o in out_rewrites}) == 1:
+        updated_output = out_rewrites[0].updated_output
+    elif out_rewrites:
+        names = " and ".join(repr(o.hook) for o in out_rewrites)
+        all_notes.append(f"hooks {names} rewrote the tool output differently; the output is left as it was")
+
+    system_message = _join(
+        [*(o.system_message for o in outcomes), *(f"hookcage: {n}" for n in all_notes)]
+    )
+    return Verdict(
+        event=event.name,
+        outcomes=tuple(outcomes),
+        blocked=bool(blockers),
+        reason=_join(o.reason for o in blockers),
+        decision=decision,
+        decision_reason=decision_reason,
+        continue_=not stoppers,
+        stop_reason=stoppers[0].stop_reason if stoppers else None,
+        suppress_output=any(o.suppress_output for o in outcomes),
+        system_message=system_message,
+        additional_context=_join(o.additional_context for o in outcomes),
+        updated_input=updated_input,
+        updated_output=updated_output,
+        notes=tuple(all_notes),
+    )
+
+
+def fail_verdict(event_name: str, message: str, *, block: bool) -> AgentAnswer:
+    """hookcage's answer when no verdict could be produced (bad input, ...)."""
+    return AgentAnswer(2 if block else 1, "", f"hookcage: {cap_text(message)}\n")
+
+
+def render(event: EventSpec, verdict: Verdict) -> AgentAnswer:
+    """hookcage's answer to the agent for a verdict."""
+    if verdict.blocks:
+        reason = verdict.reason if verdict.blocked else verdict.decision_reason
+        if verdict.blocked and verdict.decision == "deny" and verdict.decision_reason:
+            reason = _join([verdict.reason, verdict.decision_reason])
+        return AgentAnswer(2, "", (reason or f"blocked by hookcage ({event.name})") + "\n")
+    out: dict[str, Any] = {}
+    if not verdict.continue_:
+        out["continue"] = False
+        if verdict.stop_reason:
+            out["stopReason"] = verdict.stop_reason
+    if verdict.suppress_output:
+        out["suppressOutput"] = True
+    if verdict.system_message:
+        out["systemMessage"] = verdict.system_message
+    specific: dict[str, Any] = {}
+    if event.name == "PermissionRequest":
+        if verdict.decision in ("allow", "deny"):
+            inner: dict[str, Any] = {"behavior": verdict.decision}
+            if verdict.decision == "allow" and verdict.updated_input is not None:
+                inner["updatedInput"] = verdict.updated_input
+            if verdict.decision == "deny" and verdict.decision_reason:
+                inner["message"] = verdict.decision_reason
+            specific["decision"] = inner
+    elif event.permission:
+        if verdict.decision:
+            specific["permissionDecision"] = verdict.decision
+            if verdict.decision_reason:
+                specific["permissionDecisionReason"] = verdict.decision_reason
+        if verdict.updated_input is not None:
+            specific["updatedInput"] = verdict.updated_input
+    if verdict.additional_context:
+        specific["additionalContext"] = verdict.additional_context
+    if verdict.updated_output is not UNSET:
+        specific["updatedToolOutput"] = verdict.updated_output
+    if specific:
+        out["hookSpecificOutput"] = {"hookEventName": event.name, **specific}
+    return AgentAnswer(0, json.dumps(out, ensure_ascii=False) + "\n", "")

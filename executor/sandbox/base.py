@@ -1,0 +1,140 @@
+"""The one interface every sandbox backend implements (no I/O here).
+
+A backend takes a :class:`RunRequest` (the command, its stdin, where it runs,
+its hook-specific environment, its deadline and its sandbox options) and
+returns a :class:`RunResult`. Hook-level trouble (non-zero exit, timeout, OOM
+kill, output past the cap) is a field of the result, never an exception; a
+backend raises only :class:`~executor.errors.SandboxError` (or
+``SandboxUnavailable``) when no result can be had at all.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Literal
+
+DEFAULT_OUTPUT_CAP = 1024 * 1024
+"""Bytes kept per stream (stdout, stderr); the rest is read and discarded."""
+
+WorkspaceMode = Literal["ro", "rw", "none"]
+
+
+@dataclass(frozen=True)
+class SandboxOptions:
+    """Where and how one hook runs, as its config asked (part of its identity).
+
+    ``backend`` is ``"docker"`` (the default: a fresh hardened container) or
+    ``"host"`` (plain subprocess, only for user and managed hooks that ask).
+    The other fields are the docker profile's per-hook widenings; ``None``
+    means the executor-wide default.
+    """
+
+    backend: Literal["docker", "host"] = "docker"
+    image: str | None = None
+    workspace: WorkspaceMode = "ro"
+    network: str = "none"
+    mounts: tuple[str, ...] = ()
+    memory: str | None = None
+    cpus: float | None = None
+    pids: int | None = None
+
+    def describe(self) -> str:
+        """A short human-readable form, e.g. ``docker(ro, network=none)``."""
+        if self.backend == "host":
+            return "host"
+        parts = [f"workspace={self.workspace}", f"network={self.network}"]
+        if self.image:
+            parts.insert(0, f"image={self.image}")
+        if self.mounts:
+            parts.append("mounts=" + ",".join(self.mounts))
+        for name in ("memory", "cpus", "pids"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name}={value}")
+        return "docker(" + ", ".join(parts) + ")"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One hook command to run once.
+
+    Attributes:
+        command: the hook's shell command, run as ``/bin/sh -c COMMAND``.
+        stdin: bytes written to the command's stdin, then end-of-input.
+        cwd: the working directory (the payload's ``cwd``).
+        env: the hook-specific environment (project-dir variables and the
+            hook's literal ``env``). Each backend adds its own base (PATH,
+            HOME, LANG) and nothing else: never the caller's environment.
+        timeout: seconds before the run is killed and marked ``timed_out``.
+        project_dir: the project root (mounted into containers).
+        transcript_path: the agent's transcript file, if any.
+        options: the hook's sandbox options.
+        labels: identifying labels (session, hook id) for backends that tag.
+        output_cap: bytes kept per stream; past it the result is truncated.
+    """
+
+    command: str
+    stdin: bytes = b""
+    cwd: str = "/"
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 60.0
+    project_dir: str = "/"
+    transcript_path: str | None = None
+    options: SandboxOptions = field(default_factory=SandboxOptions)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    output_cap: int = DEFAULT_OUTPUT_CAP
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What came back from one run.
+
+    ``exit_code`` is ``None`` only when the run was killed at its timeout;
+    death by signal N is ``128 + N``, as a shell reports it.
+    """
+
+    exit_code: int | None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    duration: float = 0.0
+    timed_out: bool = False
+    oom_killed: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    @property
+    def truncated(self) -> bool:
+        """True when either stream went past the output cap."""
+        return self.stdout_truncated or self.stderr_truncated
+
+
+class Sandbox(abc.ABC):
+    """A place to run hook commands. Use as a context manager or call close()."""
+
+    name: str = "sandbox"
+
+    @abc.abstractmethod
+    def run(self, request: RunRequest) -> RunResult:
+        """Run one command to completion (or its deadline) and return the result.
+
+        Raises:
+            SandboxUnavailable: the backend cannot be used at all.
+            SandboxError: this run could not be attempted.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release what the backend holds (connections, pooled containers)."""
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
