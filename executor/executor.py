@@ -175,7 +175,7 @@ class HookExecutor:
         stdin = build_stdin(spec, payload)
 
         notes = [str(p) for p in hookset.problems_for(spec.name)]
-        records: list[dict[str, Any]] = []
+        considered: list[dict[str, Any] | _Run] = []  # config order, for the log
         runs: list[_Run] = []
         background: list[_Run] = []
         for hook in dedupe([h for h in hookset.for_event(spec.name) if event_matches(spec, h.matcher, payload)]):
@@ -185,16 +185,22 @@ class HookExecutor:
             if skip is not None:
                 if skip.reason == "unsupported_type":
                     notes.append(f"hook {hook.label} skipped: {skip.detail}")
-                records.append(self._record(spec, session, hook, skip=skip))
+                considered.append(self._record(spec, session, hook, skip=skip))
                 continue
             run = _Run(hook, self._request(hook, payload, root, stdin, session))
-            (background if hook.is_async else runs).append(run)
+            if hook.is_async:
+                background.append(run)
+            else:
+                runs.append(run)
+                considered.append(run)
 
         self._run_all(spec, runs)
         outcomes = [r.outcome for r in runs if r.outcome is not None]
         verdict = fold(spec, outcomes, notes)
-        records.extend(self._record(spec, session, r.hook, run=r, verdict=verdict) for r in runs)
-        self._log(records)
+        self._log([
+            c if isinstance(c, dict) else self._record(spec, session, c.hook, run=c)
+            for c in considered
+        ])
         if background:
             job = self._background_job(spec, session, background)
             if defer_async:
@@ -287,7 +293,6 @@ class HookExecutor:
         *,
         skip: Skip | None = None,
         run: _Run | None = None,
-        verdict: Verdict | None = None,
     ) -> dict[str, Any]:
         record: dict[str, Any] = {
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),

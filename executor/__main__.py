@@ -1,0 +1,5 @@
+"""``python -m executor`` is the ``hookcage`` command."""
+
+from executor.cli import main
+
+main()

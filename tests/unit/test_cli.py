@@ -1,0 +1,237 @@
+"""The ``hookcage`` console script, run as an agent runs it (a real subprocess).
+
+These hooks use the ``host`` backend (user scope, explicit opt-in), so the
+tests need no Docker; the docker path is covered in tests/integration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HOOKCAGE = shutil.which("hookcage")
+pytestmark = pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed (pip install -e .)")
+
+
+class Cli:
+    def __init__(self, tmp: Path) -> None:
+        self.home = tmp / "home"
+        self.project = tmp / "project"
+        self.home.mkdir()
+        (self.project / ".hookcage").mkdir(parents=True)
+        self.env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp),
+            "HOOKCAGE_HOME": str(self.home),
+            "HOOKCAGE_MANAGED_DIR": str(tmp / "managed"),
+        }
+
+    def user_hooks(self, data: dict[str, Any] | str) -> Path:
+        path = self.home / "hooks.json"
+        path.write_text(data if isinstance(data, str) else json.dumps(data))
+        return path
+
+    def project_hooks(self, data: dict[str, Any] | str) -> Path:
+        path = self.project / ".hookcage" / "hooks.json"
+        path.write_text(data if isinstance(data, str) else json.dumps(data))
+        return path
+
+    def run(self, *args: str, stdin: str | bytes = b"", **env: str) -> subprocess.CompletedProcess[str]:
+        assert HOOKCAGE is not None
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        proc = subprocess.run([HOOKCAGE, *args], input=data, capture_output=True,
+                              env={**self.env, **env}, cwd=self.project, timeout=60)
+        return subprocess.CompletedProcess(proc.args, proc.returncode,
+                                           proc.stdout.decode(), proc.stderr.decode())
+
+    def payload(self, **extra: Any) -> str:
+        base: dict[str, Any] = {"session_id": "s1", "cwd": str(self.project),
+                                "tool_name": "Bash", "tool_input": {"command": "ls"}}
+        base.update(extra)
+        return json.dumps(base)
+
+
+def host_hook(event: str, command: str, matcher: str | None = None, **extra: Any) -> dict[str, Any]:
+    group: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "sandbox": "host", **extra}]}
+    if matcher:
+        group["matcher"] = matcher
+    return {"hooks": {event: [group]}}
+
+
+GUARD = ("jq -e '.tool_input.command | test(\"rm -rf\")' >/dev/null "
+         "&& { echo 'rm -rf is not allowed here' >&2; exit 2; } || exit 0")
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, text: str) -> None:
+    assert proc.returncode == code, proc
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert text in proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+def test_dispatch_blocks_with_exit_2_and_reason_on_stderr(cli: Cli) -> None:
+    cli.user_hooks(host_hook("PreToolUse", GUARD, matcher="Bash"))
+    proc = cli.run("dispatch", "PreToolUse", stdin=cli.payload(tool_input={"command": "rm -rf /"}))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", "rm -rf is not allowed here\n")
+    proc = cli.run("dispatch", "PreToolUse", stdin=cli.payload())
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "{}\n", "")
+
+
+def test_dispatch_takes_the_event_from_the_payload(cli: Cli) -> None:
+    cli.user_hooks(host_hook("UserPromptSubmit", "echo 'tests live in tests/'"))
+    proc = cli.run("dispatch", stdin=json.dumps({"hook_event_name": "UserPromptSubmit",
+                                                 "session_id": "s", "prompt": "hi"}))
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout) == {"hookSpecificOutput": {
+        "hookEventName": "UserPromptSubmit", "additionalContext": "tests live in tests/"}}
+
+
+def test_dispatch_json_answer_is_folded(cli: Cli) -> None:
+    answer = json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                                                "permissionDecision": "ask",
+                                                "permissionDecisionReason": "check"}})
+    cli.user_hooks(host_hook("PreToolUse", f"echo '{answer}'"))
+    proc = cli.run("dispatch", "PreToolUse", stdin=cli.payload())
+    assert json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"] == "ask"
+
+
+def test_event_argument_and_payload_must_agree(cli: Cli) -> None:
+    proc = cli.run("dispatch", "Stop", stdin=json.dumps({"hook_event_name": "PreToolUse"}))
+    assert_one_line_error(proc, 1, "differs from the payload's hook_event_name")
+
+
+@pytest.mark.parametrize(
+    ("stdin", "text"),
+    [
+        ("", "no payload on stdin"),
+        ("{not json", "stdin is not valid JSON (line 1, column 2)"),
+        ("[1, 2]", "stdin must be a JSON object, not list"),
+        (b"\xff\xfe{", "stdin is not valid JSON"),
+        ('{"session_id": "s"}', "PreToolUse payload is missing the field 'tool_name'"),
+    ],
+)
+def test_bad_input_is_one_line_and_non_blocking(cli: Cli, stdin: str | bytes, text: str) -> None:
+    assert_one_line_error(cli.run("dispatch", "PreToolUse", stdin=stdin), 1, text)
+
+
+def test_fail_closed_makes_bad_input_block(cli: Cli) -> None:
+    proc = cli.run("dispatch", "PreToolUse", stdin="", HOOKCAGE_FAIL_CLOSED="1")
+    assert_one_line_error(proc, 2, "no payload on stdin")
+    proc = cli.run("dispatch", "--bogus", stdin="{}", HOOKCAGE_FAIL_CLOSED="1")
+    assert_one_line_error(proc, 2, "No such option")
+
+
+def test_unknown_event_lists_the_valid_ones(cli: Cli) -> None:
+    proc = cli.run("dispatch", "BeforeLunch", stdin="{}")
+    assert_one_line_error(proc, 1, "unknown event 'BeforeLunch'; valid events: SessionStart, ")
+
+
+def test_broken_settings_file_is_one_line(cli: Cli) -> None:
+    (cli.home / "config.toml").write_text("max_parallel = [")
+    proc = cli.run("dispatch", "Stop", stdin='{"session_id": "s"}')
+    assert_one_line_error(proc, 1, "config.toml: not valid TOML")
+
+
+def test_malformed_project_file_is_reported_and_user_hooks_still_run(cli: Cli) -> None:
+    cli.user_hooks(host_hook("Stop", "echo '{\"systemMessage\": \"user hook ran\"}'"))
+    bad = cli.project_hooks('{"hooks": ')
+    proc = cli.run("dispatch", "Stop", stdin=json.dumps({"session_id": "s", "cwd": str(cli.project)}))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    message = json.loads(proc.stdout)["systemMessage"]
+    assert "user hook ran" in message
+    assert f"{bad}: $: not valid JSON" in message
+
+
+def test_timeout_and_grandchild_holding_stdout_do_not_hang(cli: Cli) -> None:
+    cli.user_hooks(host_hook("Stop", "sleep 30 & sleep 30", timeout=1))
+    started = time.monotonic()
+    proc = cli.run("dispatch", "Stop", stdin='{"session_id": "s"}')
+    assert time.monotonic() - started < 10  # a hang detector, not a timing target
+    assert proc.returncode == 0
+    assert "timed out after 1 s" in json.loads(proc.stdout)["systemMessage"]
+
+
+def test_async_hook_does_not_delay_the_answer(cli: Cli, tmp_path: Path) -> None:
+    marker = tmp_path / "async-done"
+    cli.user_hooks(host_hook("PostToolUse", f"sleep 2; touch {marker}", **{"async": True}))
+    started = time.monotonic()
+    proc = cli.run("dispatch", "PostToolUse", stdin=cli.payload(tool_response={}))
+    assert proc.returncode == 0 and proc.stdout == "{}\n"
+    assert time.monotonic() - started < 1.9  # answered before the async hook finished
+    assert not marker.exists()
+    deadline = time.monotonic() + 15
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists()
+
+
+def test_canary_environment_does_not_reach_host_hooks(cli: Cli) -> None:
+    cli.user_hooks(host_hook("UserPromptSubmit", "env"))
+    proc = cli.run("dispatch", "UserPromptSubmit", stdin='{"session_id": "s", "prompt": "x"}',
+                   HOOKCAGE_CANARY="do-not-leak")
+    context = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "do-not-leak" not in context
+    assert f"CLAUDE_PROJECT_DIR={cli.project}" in context
+
+
+def test_list_shows_scope_source_and_whether_it_runs(cli: Cli) -> None:
+    cli.user_hooks(host_hook("PreToolUse", "user-check", matcher="Bash"))
+    cli.project_hooks({"hooks": {"Stop": [{"hooks": [{"type": "prompt", "prompt": "x"}]}]}})
+    proc = cli.run("list", "--json")
+    assert proc.returncode == 0
+    rows = json.loads(proc.stdout)
+    assert [(r["event"], r["scope"], r["would_run"], r["skip_reason"]) for r in rows] == [
+        ("PreToolUse", "user", True, None), ("Stop", "project", False, "unsupported_type")]
+    assert rows[0]["source"] == str(cli.home / "hooks.json")
+    text = cli.run("list", "--event", "PreToolUse").stdout
+    assert "user-check" in text and "[user]" in text and "Stop" not in text
+
+
+def test_list_rejects_an_unknown_event(cli: Cli) -> None:
+    assert_one_line_error(cli.run("list", "--event", "Nope"), 1, "unknown event 'Nope'")
+
+
+def test_validate_reports_each_problem_with_file_and_path(cli: Cli) -> None:
+    path = cli.project_hooks({"hooks": {"PreToolUse": [{"hooks": [
+        {"type": "command", "command": "x", "timeout": "soon"}]}], "Nope": []}})
+    proc = cli.run("validate", str(path))
+    assert proc.returncode == 1
+    assert f"{path}: $.hooks.PreToolUse[0].hooks[0].timeout: must be a number" in proc.stdout
+    assert f"{path}: $.hooks.Nope: unknown event 'Nope'" in proc.stdout
+
+
+def test_validate_without_paths_checks_every_scope(cli: Cli) -> None:
+    cli.user_hooks(host_hook("Stop", "true"))
+    proc = cli.run("validate")
+    assert proc.returncode == 0
+    assert f"{cli.home / 'hooks.json'}: ok (1 hook)" in proc.stdout
+
+
+def test_validate_missing_file(cli: Cli) -> None:
+    assert_one_line_error(cli.run("validate", "nope.json"), 1, "nope.json: no such file")
+
+
+def test_version_and_help(cli: Cli) -> None:
+    from executor import __version__
+
+    assert cli.run("--version").stdout.strip() == f"hookcage, version {__version__}"
+    assert "dispatch" in cli.run("--help").stdout
+
+
+@pytest.mark.parametrize("command", ["dispatch", "list", "validate"])
+def test_every_command_has_help_with_an_example(cli: Cli, command: str) -> None:
+    proc = cli.run(command, "--help")
+    assert proc.returncode == 0 and "Example" in proc.stdout
