@@ -71,7 +71,8 @@ def read_payload(raw: bytes) -> dict[str, Any]:
         raise PayloadError("no payload on stdin: the agent must send the event's JSON")
     try:
         payload = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
+        # JSONDecodeError, UnicodeDecodeError, integers past the digit limit, deep nesting.
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise PayloadError(f"stdin is not valid JSON{where}") from exc
     if not isinstance(payload, dict):

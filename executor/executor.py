@@ -25,6 +25,7 @@ on first use from the settings.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -37,7 +38,7 @@ from typing import Any
 from executor.config import PROJECT_DIR_VARS, load_hooks, project_root
 from executor.errors import HookcageError, SandboxError
 from executor.events import EventSpec, check_payload, get_event
-from executor.hooks import HookSpec, dedupe
+from executor.hooks import DOCKER_SOCKETS, HookSpec, dedupe
 from executor.matchers import event_matches
 from executor.policy import HookSet, Skip
 from executor.protocol import (
@@ -178,8 +179,16 @@ class HookExecutor:
         considered: list[dict[str, Any] | _Run] = []  # config order, for the log
         runs: list[_Run] = []
         background: list[_Run] = []
-        for hook in dedupe([h for h in hookset.for_event(spec.name) if event_matches(spec, h.matcher, payload)]):
+        matching = [h for h in hookset.for_event(spec.name) if event_matches(spec, h.matcher, payload)]
+        # Duplicates are folded among the hooks that may run, so a disabled or
+        # invalid copy never shadows a runnable one.
+        runnable = {id(h) for h in dedupe([h for h in matching if hookset.skip(h) is None])}
+        for hook in matching:
             skip = hookset.skip(hook)
+            if skip is None and id(hook) not in runnable:
+                continue
+            if skip is None:
+                skip = self._check_mounts(hook, root)
             if skip is None and hook.once and session and not claim_once(self.settings.state_dir, session, hook.id):
                 skip = Skip("disabled", "a once hook that already ran in this session")
             if skip is not None:
@@ -208,6 +217,17 @@ class HookExecutor:
             else:
                 self._start_background(job)
         return verdict
+
+    @staticmethod
+    def _check_mounts(hook: HookSpec, root: Path) -> Skip | None:
+        """Resolve extra mounts on disk: a symlink may not lead out of the project or to a socket."""
+        for mount in hook.sandbox.mounts:
+            real = os.path.realpath(mount)
+            if any(real == s or real.startswith(s + "/") for s in DOCKER_SOCKETS):
+                return Skip("invalid", f"mount {mount} resolves to the Docker socket ({real}): never allowed")
+            if hook.scope.from_repository and not (real == str(root) or real.startswith(str(root) + "/")):
+                return Skip("invalid", f"mount {mount} resolves outside the project ({real}): not allowed in {hook.scope.value} scope")
+        return None
 
     def _request(
         self, hook: HookSpec, payload: Mapping[str, Any], root: Path, stdin: bytes, session: str
@@ -252,16 +272,15 @@ class HookExecutor:
         try:
             sandbox = self._sandbox(hook.sandbox.backend)
             run.result = sandbox.run(run.request)
-        except HookcageError as exc:
-            outcome = error_outcome(hook.label, str(exc), hook_id=hook.id)
-        except Exception as exc:  # a bug in a backend must not cost the verdict
-            outcome = error_outcome(hook.label, f"internal error: {type(exc).__name__}: {exc}", hook_id=hook.id)
-        else:
             r = run.result
             outcome = parse_outcome(
                 spec, hook.label, r.exit_code, r.stdout, r.stderr,
                 timed_out=r.timed_out, oom_killed=r.oom_killed, timeout=hook.timeout, hook_id=hook.id,
             )
+        except HookcageError as exc:
+            outcome = error_outcome(hook.label, str(exc), hook_id=hook.id)
+        except Exception as exc:  # a bug anywhere in a run must not cost the verdict
+            outcome = error_outcome(hook.label, f"internal error: {type(exc).__name__}: {exc}", hook_id=hook.id)
         run.outcome = apply_on_error(spec, outcome, hook.on_error)
 
     def _background_job(self, spec: EventSpec, session: str, runs: list[_Run]) -> Callable[[], None]:

@@ -142,9 +142,10 @@ _FORBIDDEN_SANDBOX_KEYS = {
     "runtime", "user", "cgroup_parent", "sysctls",
 }
 _HOST_NAMESPACE_NETWORKS = re.compile(r"^(host|container:.*)$")
-_DOCKER_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/var/run/docker", "/run/docker")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_MEMORY = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
+DOCKER_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/var/run/docker", "/run/docker")
+# \Z, not $: "$" also matches before a trailing newline ("FOO\n", "512m\n").
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_MEMORY = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?\Z")
 
 
 class _Collector:
@@ -222,8 +223,9 @@ def _parse_group(
         return []
     matcher = compile_matcher(raw_matcher)
     if matcher.error:
-        # Not fatal: the group never fires, and saying so is enough.
-        out.warn(f"{path}.matcher", matcher.error + " (this group never fires)", event)
+        # Not fatal: the group never fires (or the event ignores matchers), and saying so is enough.
+        effect = "this group never fires" if EVENTS[event].matcher_field else f"{event} ignores matchers"
+        out.warn(f"{path}.matcher", f"{matcher.error} ({effect})", event)
     for key in group.keys() - {"matcher", "hooks"}:
         out.warn(f"{path}.{key}", "unknown key, ignored", event)
     handlers = group.get("hooks")
@@ -412,9 +414,13 @@ def _parse_mounts(
                 err(f"mounts[{i}]", "a relative path needs a project root")
                 continue
             mount = posixpath.join(root, mount)
+        # normpath keeps a leading "//" (POSIX leaves it implementation-defined);
+        # the kernel reads "//var/run/docker.sock" as the socket all the same.
         mount = posixpath.normpath(mount)
+        if mount.startswith("//"):
+            mount = "/" + mount.lstrip("/")
         if any(mount == s or mount.startswith(s + "/") or s.startswith(mount + "/") or mount == "/"
-               for s in _DOCKER_SOCKETS):
+               for s in DOCKER_SOCKETS):
             err(f"mounts[{i}]", "would expose the Docker socket: never allowed")
             continue
         if scope.from_repository and (root is None or not _inside(mount, root)):

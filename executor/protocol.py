@@ -120,7 +120,41 @@ def build_stdin(event: EventSpec, payload: Mapping[str, Any]) -> bytes:
     """The bytes every hook of this event reads on stdin: the payload passed through."""
     data = dict(payload)
     data["hook_event_name"] = event.name
-    return json.dumps(data, ensure_ascii=False).encode("utf-8")
+    return _dumps(data).encode("utf-8")
+
+
+def _dumps(value: Any) -> str:
+    """JSON text that can always be written as UTF-8.
+
+    A lone surrogate (``"\\ud800"`` in the JSON it came from) cannot be encoded
+    as UTF-8; such text falls back to ASCII escapes, which keep it exactly.
+    """
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value)
+    return text
+
+
+MAX_JSON_DEPTH = 100
+"""Nesting a hook's JSON answer may have: deeper could not be re-encoded on a deeper stack."""
+
+
+def _depth(value: Any) -> int:
+    """How deeply objects and arrays nest in ``value`` (iteratively: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON: passed on, they would break the agent's parser.
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def parse_outcome(
@@ -175,11 +209,17 @@ def parse_outcome(
 
 def _parse_json(event: EventSpec, base: HookOutcome, text: str) -> HookOutcome:
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         return replace(base, status="error", error=f"stdout starts with '{{' but is not valid JSON ({exc.msg} at line {exc.lineno})")
+    except (ValueError, RecursionError) as exc:
+        # NaN/Infinity, integers past Python's digit limit, nesting past the recursion limit.
+        msg = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        return replace(base, status="error", error=f"stdout starts with '{{' but is not valid JSON ({sanitize(msg, 200)})")
     if not isinstance(data, dict):
         return replace(base, status="error", error="stdout JSON is not an object")
+    if _depth(data) > MAX_JSON_DEPTH:
+        return replace(base, status="error", error=f"stdout JSON nests deeper than {MAX_JSON_DEPTH} levels")
     notes: list[str] = []
     fields: dict[str, Any] = {}
 
@@ -236,7 +276,8 @@ def _parse_json(event: EventSpec, base: HookOutcome, text: str) -> HookOutcome:
             _parse_specific(event, specific, fields, notes, text_field)
     if isinstance(decision, dict) and event.name == "PermissionRequest":
         _parse_permission_request(decision, fields, notes, text_field)
-    fields = {k: v for k, v in fields.items() if v is not None}
+    # None is a valid output rewrite (UNSET marks "no rewrite"); elsewhere None means unset.
+    fields = {k: v for k, v in fields.items() if v is not None or k == "updated_output"}
     return replace(base, notes=tuple(notes), **fields)
 
 
@@ -261,6 +302,8 @@ def _parse_specific(
                 notes.append(f"unknown permissionDecision {raw!r}; ignored")
         if isinstance(specific.get("decision"), dict) and event.name == "PermissionRequest":
             _parse_permission_request(specific["decision"], fields, notes, text_field)
+    elif specific.get("permissionDecision") is not None:
+        notes.append(f"'permissionDecision' has no effect on {event.name}; ignored")
     for key in ("updatedInput", "modifiedInput"):
         if key in specific:
             value = specific[key]
@@ -292,6 +335,8 @@ def _parse_permission_request(
         notes.append(f"unknown decision behavior {behavior!r}; ignored")
     if isinstance(decision.get("updatedInput"), dict):
         fields["updated_input"] = decision["updatedInput"]
+    elif decision.get("updatedInput") is not None:
+        notes.append("'decision.updatedInput' must be an object; ignored")
 
 
 def apply_on_error(event: EventSpec, outcome: HookOutcome, on_error: str) -> HookOutcome:
@@ -430,4 +475,4 @@ def render(event: EventSpec, verdict: Verdict) -> AgentAnswer:
         specific["updatedToolOutput"] = verdict.updated_output
     if specific:
         out["hookSpecificOutput"] = {"hookEventName": event.name, **specific}
-    return AgentAnswer(0, json.dumps(out, ensure_ascii=False) + "\n", "")
+    return AgentAnswer(0, _dumps(out) + "\n", "")

@@ -64,8 +64,8 @@ _REDACTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(rf"(?i)(--?{_SECRET_WORD}(?:=|\s+))(\"[^\"]*\"|'[^']*'|[^\s;&|]+)"), r"\1***"),
     # HTTP auth headers
     (re.compile(r"(?i)(authorization:\s*(?:bearer|basic|token)?\s*)[^\s'\"]+"), r"\1***"),
-    # user:password@ in URLs
-    (re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@"), r"\1***@"),
+    # user:password@ (and :password@, empty user) in URLs
+    (re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@"), r"\1***@"),
     # well-known token shapes
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b"), "***"),
     (re.compile(r"\b(?:sk|rk|pk)-[A-Za-z0-9_-]{16,}\b"), "***"),

@@ -235,3 +235,9 @@ def test_version_and_help(cli: Cli) -> None:
 def test_every_command_has_help_with_an_example(cli: Cli, command: str) -> None:
     proc = cli.run(command, "--help")
     assert proc.returncode == 0 and "Example" in proc.stdout
+
+
+@pytest.mark.parametrize("stdin", ["[" * 100_000, '{"n": ' + "9" * 5000 + "}"])
+def test_hostile_payload_is_one_line_not_a_traceback(cli: Cli, stdin: str) -> None:
+    # Regression: deep nesting and huge integers escaped read_payload as tracebacks.
+    assert_one_line_error(cli.run("dispatch", "Stop", stdin=stdin), 1, "stdin is not valid JSON")

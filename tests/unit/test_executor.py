@@ -308,3 +308,28 @@ def test_inventory_says_why_a_hook_would_not_run(env: Env) -> None:
     _, views = ex.inventory(env.project)
     assert [(v.to_json()["would_run"], v.to_json()["skip_reason"]) for v in views] == [
         (True, None), (False, "unsupported_type")]
+
+
+def test_mount_symlinked_out_of_the_project_is_refused_before_launch(env: Env, tmp_path: Path) -> None:
+    # Regression: "mounts": ["sock"] passed the pure check while sock -> /var/run/docker.sock.
+    (env.project / "sock").symlink_to("/var/run/docker.sock")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (env.project / "secrets").symlink_to(outside)
+    env.write("project", hooks("Stop",
+                               {"type": "command", "command": "a", "sandbox": {"mounts": ["sock"]}},
+                               {"type": "command", "command": "b", "sandbox": {"mounts": ["secrets"]}}))
+    ex, fake = env.executor()
+    ex.dispatch("Stop", {"session_id": "s", "cwd": str(env.project)})
+    assert fake.requests == []
+    reasons = [r["detail"] for r in env.log()]
+    assert "resolves to the Docker socket" in reasons[0]
+    assert "resolves outside the project" in reasons[1]
+
+
+def test_a_disabled_copy_never_shadows_a_runnable_one(env: Env) -> None:
+    env.write("managed", hooks("Stop", {"type": "command", "command": "same", "enabled": False}))
+    env.write("user", hooks("Stop", "same"))
+    ex, fake = env.executor()
+    ex.dispatch("Stop", {"session_id": "s", "cwd": str(env.project)})
+    assert [r.command for r in fake.requests] == ["same"]

