@@ -242,6 +242,205 @@ def validate(paths: Sequence[Path], project: Path | None) -> None:
         raise CliExit(1)
 
 
+# -- sandbox: run, image, doctor, gc, demo -----------------------------------
+
+
+def _parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{pair!r} is not NAME=VALUE", param_hint="--env")
+        env[name] = value
+    return env
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--image", default=None, help="Image to run in (default: the runner image).")
+@click.option("--workspace", type=click.Choice(["ro", "rw", "none"]), default="ro", show_default=True,
+              help="How the project is mounted.")
+@click.option("--network", default="none", show_default=True, help="Network (anything but none is a widening).")
+@click.option("--mount", "mounts", multiple=True, help="Extra read-only mount (a path), repeatable.")
+@click.option("--memory", default=None, help="Memory limit, e.g. 256m.")
+@click.option("--cpus", type=float, default=None, help="CPUs, e.g. 0.5.")
+@click.option("--pids", type=int, default=None, help="Most processes at once.")
+@click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds before the run is killed.")
+@click.option("--env", "env_pairs", multiple=True, help="NAME=VALUE for the command, repeatable.")
+@_project_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(image: str | None, workspace: str, network: str, mounts: Sequence[str], memory: str | None,
+        cpus: float | None, pids: int | None, timeout: float, env_pairs: Sequence[str],
+        project: Path | None, command: Sequence[str]) -> None:
+    """Run one command in the sandbox profile, stdin passed through, exit code returned.
+
+    A drop-in wrapper for an existing hook line. One COMMAND word is run as a
+    shell command line; several are quoted and joined. Exit 124 means the
+    timeout killed it, 137 an OOM kill.
+
+    \b
+    Example:
+        echo '{"tool_name":"Bash"}' | hookcage run -- ./.claude/hooks/check.sh
+        hookcage run --workspace none -- 'id; cat /etc/os-release'
+    """
+    import shlex
+
+    from executor.config import PROJECT_DIR_VARS, project_root
+    from executor.executor import default_sandbox_factory
+    from executor.sandbox.base import RunRequest, SandboxOptions
+    from executor.settings import load_settings
+
+    settings = load_settings()
+    root = Path(os.path.realpath(project)) if project else project_root(None)
+    line = command[0] if len(command) == 1 else shlex.join(command)
+    cwd = os.path.realpath(os.getcwd())
+    options = SandboxOptions(
+        image=image, workspace=workspace,  # type: ignore[arg-type]
+        network=network, memory=memory, cpus=cpus, pids=pids,
+        mounts=tuple(os.path.realpath(m) for m in mounts),
+    )
+    env = {name: str(root) for name in PROJECT_DIR_VARS}
+    env.update(_parse_env_pairs(env_pairs))
+    stdin = b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read(MAX_PAYLOAD)
+    request = RunRequest(command=line, stdin=stdin, cwd=cwd, env=env, timeout=timeout,
+                         project_dir=str(root), options=options, output_cap=settings.output_cap)
+    with default_sandbox_factory("docker", settings) as sandbox:
+        result = sandbox.run(request)
+    sys.stdout.buffer.write(result.stdout)
+    sys.stderr.buffer.write(result.stderr)
+    sys.stdout.flush()
+    if result.truncated:
+        click.echo(f"hookcage: output truncated at {settings.output_cap} bytes per stream", err=True)
+    if result.timed_out:
+        click.echo(f"hookcage: timed out after {timeout:g} s", err=True)
+        raise CliExit(124)
+    if result.oom_killed:
+        click.echo("hookcage: killed: out of memory", err=True)
+        raise CliExit(137)
+    raise CliExit(result.exit_code if result.exit_code is not None else 1)
+
+
+@cli.group()
+def image() -> None:
+    """Build and inspect the runner image."""
+
+
+@image.command(name="build")
+@click.option("--offline/--online", default=None,
+              help="Force the debootstrap path (no registry) or a pull of debian:bookworm-slim. "
+                   "Default: the local debian:bookworm-slim if present, else offline.")
+@click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: from apt sources).")
+@click.option("--rebuild", is_flag=True, help="Run docker build again on the existing base.")
+@click.option("--force", is_flag=True, help="Re-create the base with debootstrap too.")
+def image_build(offline: bool | None, mirror: str | None, rebuild: bool, force: bool) -> None:
+    """Build hookcage/runner:<version> (sh, bash, coreutils, python3, jq, git).
+
+    Works without a container registry: the base is made from Debian packages
+    with debootstrap (needs root) and imported into the engine.
+
+    \b
+    Example:
+        sudo hookcage image build --offline
+    """
+    from executor.images import RUNNER_IMAGE, build_runner_image
+
+    image_id = build_runner_image(offline=offline, mirror=mirror, rebuild=rebuild, force=force,
+                                  log=lambda line: click.echo(line, err=True))
+    click.echo(f"{RUNNER_IMAGE} {image_id}")
+
+
+@cli.command()
+def doctor() -> None:
+    """Check what hookcage needs: engine, image, limits, runtimes; say how to fix what is missing.
+
+    \b
+    Example:
+        hookcage doctor
+    """
+    from executor.images import RUNNER_IMAGE, image_exists
+    from executor.sandbox.docker import default_client, engine_info
+    from executor.settings import load_settings
+
+    settings = load_settings()
+    problems = 0
+
+    def report(ok: bool, what: str, fix: str = "") -> None:
+        nonlocal problems
+        problems += not ok
+        click.echo(f"[{'ok' if ok else '!!'}] {what}" + (f"\n     fix: {fix}" if not ok and fix else ""))
+
+    report(True, f"hookcage {__version__}, home {settings.home}")
+    try:
+        client = default_client()
+        info = engine_info(client)
+    except HookcageError as exc:
+        report(False, f"Docker engine: {exc}", "start Docker (systemctl start docker) or set DOCKER_HOST")
+        raise CliExit(1) from None
+    report(True, f"Docker engine {info['version']} (API {info['api_version']}), {info['os']}, kernel {info['kernel']}")
+    image_name = settings.image or RUNNER_IMAGE
+    report(image_exists(client, image_name), f"image {image_name} present", "hookcage image build")
+    report(info["memory_limit"], "memory limits enforced", "enable the memory cgroup controller")
+    report(info["swap_limit"] or info["cgroup_version"] == "2", "swap limits enforced (no swap for hooks)",
+           "boot with swapaccount=1, or use cgroup v2")
+    report(info["pids_limit"], "pids limits enforced (fork bombs stop)", "enable the pids cgroup controller")
+    report(info["cpu_limit"], "CPU limits enforced", "enable CFS quota in the cpu cgroup controller")
+    click.echo(f"[..] cgroup v{info['cgroup_version'] or '?'} ({info['cgroup_driver']}), runtimes: "
+               f"{', '.join(info['runtimes']) or 'none'} (default {info['default_runtime']})")
+    if settings.runtime:
+        report(settings.runtime in info["runtimes"], f"configured runtime {settings.runtime} available",
+               f"install and register {settings.runtime} with the engine, or unset runtime")
+    elif "runsc" not in info["runtimes"]:
+        click.echo("[..] gVisor (runsc) not installed: optional, it also contains kernel exploits")
+    report(shutil_which("debootstrap") is not None or image_exists(client, image_name),
+           "debootstrap available (to build the image without a registry)", "apt-get install debootstrap")
+    click.echo("all good" if not problems else f"{problems} problem(s) found")
+    if problems:
+        raise CliExit(1)
+
+
+def shutil_which(name: str) -> str | None:
+    """``shutil.which``, imported late (start-up time matters on the dispatch path)."""
+    import shutil
+
+    return shutil.which(name)
+
+
+@cli.command()
+@click.option("--all", "everything", is_flag=True, help="Also remove running hookcage containers.")
+def gc(everything: bool) -> None:
+    """Remove hookcage containers whose run is over (left by a killed executor).
+
+    \b
+    Example:
+        hookcage gc
+    """
+    from executor.sandbox.docker import default_client, reap
+
+    removed = reap(default_client(), include_running_expired=True, everything=everything)
+    click.echo(f"removed {removed} container(s)")
+
+
+@cli.command()
+def demo() -> None:
+    """Run a sample agent session against a repository with hostile hooks.
+
+    Builds the runner image first when it is missing (a few minutes, once).
+
+    \b
+    Example:
+        hookcage demo
+    """
+    from executor.demo import run_demo
+    from executor.images import RUNNER_IMAGE, build_runner_image, image_exists
+    from executor.sandbox.docker import default_client
+
+    client = default_client()
+    if not image_exists(client, RUNNER_IMAGE):
+        click.echo(f"{RUNNER_IMAGE} is missing: building it once (a few minutes)...", err=True)
+        build_runner_image(client, log=lambda line: click.echo(f"  {line}", err=True))
+    if not run_demo(click.echo):
+        raise CliExit(1)
+
+
 # -- entry point ------------------------------------------------------------
 
 

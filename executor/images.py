@@ -284,12 +284,14 @@ def resolve_mirror(
 
 
 def runner_context() -> Path:
-    """The runner's build context (``images/runner`` of the source tree).
+    """The runner's build context: ``images/runner`` of a checkout, or its copy in the wheel.
 
     Raises:
-        ImageBuildError: the directory or its Dockerfile is missing (an install without sources).
+        ImageBuildError: the directory or its Dockerfile is missing.
     """
-    context = Path(__file__).resolve().parent.parent / "images" / "runner"
+    here = Path(__file__).resolve().parent
+    candidates = (here.parent / "images" / "runner", here / "_images" / "runner")
+    context = next((c for c in candidates if (c / "Dockerfile").is_file()), candidates[0])
     if not (context / "Dockerfile").is_file():
         raise ImageBuildError(
             f"the runner build context {context} is missing: "

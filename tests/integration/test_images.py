@@ -1,0 +1,323 @@
+"""The runner image and its builder (executor.images), against the real engine.
+
+These tests never run debootstrap and never pull: they need the runner image
+to exist already (build it once with ``python -m executor.images``, about a
+minute and a half offline) and skip otherwise. ``build_runner_image`` is
+idempotent by design: with the image present it returns the existing id after
+one inspect call, and ``rebuild=True`` re-runs ``docker build`` on the cached
+layers of the existing base, so both are asserted here in seconds.
+
+Every container is labelled ``hookcage.managed=true`` plus a per-session
+``hookcage.test`` label, and a fixture removes whatever carries that label at
+the end, even when ``containers.run(remove=True)`` could not (failed start,
+exception while waiting).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import pytest
+
+from executor import __version__, images
+from executor.errors import HookcageError, SandboxError, SandboxUnavailable
+from executor.images import (
+    BASE_IMAGE,
+    DEFAULT_MIRROR,
+    RUNNER_IMAGE,
+    ImageBuildError,
+    build_runner_image,
+    image_exists,
+    mirror_from_apt_sources,
+    resolve_mirror,
+)
+
+TEST_LABEL = "hookcage.test"
+RUN_ID = f"test-images-{uuid.uuid4().hex[:8]}"
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    """A docker-py client, or a skip when no engine answers."""
+    try:
+        engine = docker.from_env()
+        engine.ping()
+    except Exception as exc:  # any failure to connect means "no engine here"
+        pytest.skip(f"no Docker engine: {exc}")
+    yield engine
+    for container in engine.containers.list(all=True, filters={"label": f"{TEST_LABEL}={RUN_ID}"}):
+        container.remove(force=True)
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def runner(client: Any) -> str:
+    """The runner image's id; skips (never builds) when it is absent."""
+    if not image_exists(client, RUNNER_IMAGE):
+        pytest.skip(f"{RUNNER_IMAGE} is not built: run `python -m executor.images` first")
+    return str(client.images.get(RUNNER_IMAGE).id)
+
+
+def run_in_runner(client: Any, script: str, **overrides: Any) -> str:
+    """Run ``sh -c script`` in the runner the way the sandbox does; return its output."""
+    options: dict[str, Any] = {
+        "remove": True,
+        "user": "65534:65534",
+        "read_only": True,
+        "network_disabled": True,
+        "labels": {"hookcage.managed": "true", TEST_LABEL: RUN_ID},
+        "tmpfs": {"/tmp": ""},
+        "environment": {"HOME": "/tmp"},
+        "stdout": True,
+        "stderr": True,
+    }
+    options.update(overrides)
+    output = client.containers.run(RUNNER_IMAGE, ["sh", "-c", script], **options)
+    return bytes(output).decode()
+
+
+# --------------------------------------------------------------------------- the image
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    ("name", "script", "expected"),
+    [
+        ("sh", "echo hello", "hello"),
+        ("bash", "bash -c 'a=(1 2 3); echo ${#a[@]} $((6 * 7))'", "3 42"),
+        (
+            "python3",
+            "python3 -c 'import json, sys; print(json.dumps({\"v\": sys.version_info[0]}))'",
+            '{"v": 3}',
+        ),
+        ("jq", 'echo \'{"tool_name": "Bash"}\' | jq -r .tool_name', "Bash"),
+        (
+            "git",
+            "cd /tmp && git init -q repo && cd repo && echo x > f && git add f"
+            " && git -c user.name=t -c user.email=t@example.invalid commit -qm init"
+            " && git rev-list --count HEAD",
+            "1",
+        ),
+        ("coreutils", "id -u; printf 'b\\na\\n' | sort | head -1", "65534\na"),
+        ("home", 'echo "$HOME"; touch "$HOME/ok" && echo writable', "/tmp\nwritable"),
+        ("procps", "ps -o user= -p 1", "nobody"),
+        ("iproute2", "ip -o link show | cut -d: -f2 | tr -d ' '", "lo"),
+        ("ca-certificates", "test -s /etc/ssl/certs/ca-certificates.crt && echo yes", "yes"),
+    ],
+)
+def test_tool_works_as_nobody_on_a_read_only_root(
+    client: Any, runner: str, name: str, script: str, expected: str
+) -> None:
+    assert run_in_runner(client, script).strip() == expected, name
+
+
+@pytest.mark.docker
+def test_root_filesystem_stays_read_only(client: Any, runner: str) -> None:
+    out = run_in_runner(client, "touch /etc/x 2>/dev/null && echo wrote || echo refused")
+    assert out.strip() == "refused"
+
+
+@pytest.mark.docker
+def test_runs_as_an_arbitrary_uid_without_passwd_entry(client: Any, runner: str) -> None:
+    out = run_in_runner(
+        client,
+        "id -u; python3 -c 'import os; print(os.path.expanduser(\"~\"))'; git --version >/dev/null && echo git",
+        user="4242:4242",
+    )
+    assert out.split() == ["4242", "/tmp", "git"]
+
+
+@pytest.mark.docker
+def test_image_metadata(client: Any, runner: str) -> None:
+    config = client.api.inspect_image(RUNNER_IMAGE)["Config"]
+    labels = config["Labels"]
+    assert labels["hookcage.image"] == "runner"
+    assert labels["hookcage.version"] == __version__
+    assert labels["org.opencontainers.image.version"] == __version__
+    assert labels["org.opencontainers.image.title"]
+    assert config["Cmd"] == ["sh"]
+    assert config["User"] == "65534:65534"
+    assert "HOME=/tmp" in config["Env"]
+    assert config.get("Shell") in (None, [])  # derived images keep the default RUN shell
+
+
+@pytest.mark.docker
+def test_no_setuid_binaries_and_no_docs(client: Any, runner: str) -> None:
+    out = run_in_runner(
+        client,
+        "find / -xdev -type f -perm /6000 2>/dev/null | wc -l;"
+        " ls /usr/share/man | wc -l;"
+        " find /usr/share/doc -type f ! -name copyright | wc -l;"
+        " ls /var/lib/apt/lists | grep -vc '^partial$' || true",
+    )
+    assert out.split() == ["0", "0", "0", "0"]
+
+
+# --------------------------------------------------------------------------- builder API
+
+
+@pytest.mark.docker
+def test_image_exists(client: Any, runner: str) -> None:
+    assert image_exists(client, RUNNER_IMAGE)
+    assert not image_exists(client, f"hookcage/does-not-exist:{uuid.uuid4().hex[:12]}")
+
+
+@pytest.mark.docker
+def test_build_returns_the_present_image_without_building(
+    client: Any, runner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_build(*args: object, **kwargs: object) -> str:
+        raise AssertionError("must not build when the runner image is present")
+
+    monkeypatch.setattr(images, "_docker_build", no_build)
+    monkeypatch.setattr(images, "build_base_image", no_build)
+    lines: list[str] = []
+    started = time.monotonic()
+    assert build_runner_image(client, log=lines.append) == runner
+    assert time.monotonic() - started < 5
+    assert any("nothing to build" in line for line in lines)
+
+
+@pytest.mark.docker
+def test_build_accepts_the_low_level_client(docker_api: Any, runner: str) -> None:
+    assert image_exists(docker_api, RUNNER_IMAGE)
+    assert build_runner_image(docker_api, log=lambda _: None) == runner
+
+
+@pytest.mark.docker
+def test_rebuild_reuses_the_base_and_the_layer_cache(
+    client: Any, runner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not image_exists(client, BASE_IMAGE):
+        pytest.skip(f"{BASE_IMAGE} is absent (runner built online); a rebuild would debootstrap")
+
+    def no_debootstrap(*args: object, **kwargs: object) -> None:
+        raise AssertionError("debootstrap must not run when the base image exists")
+
+    monkeypatch.setattr(images, "_run_debootstrap", no_debootstrap)
+    lines: list[str] = []
+    started = time.monotonic()
+    rebuilt = build_runner_image(client, offline=True, rebuild=True, log=lines.append)
+    assert time.monotonic() - started < 60
+    assert any(line.startswith("reusing " + BASE_IMAGE) for line in lines)
+    assert rebuilt == client.images.get(RUNNER_IMAGE).id
+
+
+@pytest.mark.docker
+def test_unreachable_engine_is_sandbox_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/hookcage-test.sock")
+    with pytest.raises(SandboxUnavailable, match="start Docker or set DOCKER_HOST"):
+        build_runner_image(log=lambda _: None)
+
+
+@pytest.mark.docker
+def test_engine_lost_mid_way_is_sandbox_unavailable() -> None:
+    dead = docker.DockerClient(base_url="unix:///nonexistent/hookcage-test.sock", version="1.41")
+    try:
+        with pytest.raises(SandboxUnavailable, match="DOCKER_HOST") as caught:
+            image_exists(dead, RUNNER_IMAGE)
+        assert caught.value.__cause__ is not None
+    finally:
+        dead.close()
+
+
+@pytest.mark.docker
+def test_missing_debootstrap_says_how_to_install_it(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(images.shutil, "which", lambda *a, **k: None)
+    with pytest.raises(ImageBuildError, match=r"apt-get install debootstrap") as caught:
+        build_runner_image(client, offline=True, force=True, log=lambda _: None)
+    assert isinstance(caught.value, SandboxError)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.docker
+def test_debootstrap_as_non_root_is_refused(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(images.shutil, "which", lambda *a, **k: "/usr/sbin/debootstrap")
+    monkeypatch.setattr(images.os, "geteuid", lambda: 1000)
+    with pytest.raises(HookcageError, match="needs root"):
+        build_runner_image(client, offline=True, force=True, log=lambda _: None)
+
+
+# --------------------------------------------------------------------------- mirror detection
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_mirror_from_deb822_sources(tmp_path: Path) -> None:
+    write(
+        tmp_path / "sources.list.d" / "debian.sources",
+        "Types: deb\n"
+        "# http://snapshot.debian.org/archive/debian/20250520T000000Z\n"
+        "URIs: http://mirror.example/debian/\n"
+        "Suites: bookworm bookworm-updates\n"
+        "Components: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+        "\n"
+        "Types: deb\n"
+        "URIs: http://mirror.example/debian-security\n"
+        "Suites: bookworm-security\n"
+        "Components: main\n",
+    )
+    assert mirror_from_apt_sources(tmp_path) == "http://mirror.example/debian"
+
+
+def test_mirror_from_one_line_list_with_options(tmp_path: Path) -> None:
+    write(
+        tmp_path / "sources.list",
+        "# deb http://commented.example/debian bookworm main\n"
+        "deb-src http://src.example/debian bookworm main\n"
+        "deb http://security.example/debian-security bookworm-security main\n"
+        "deb [arch=amd64 signed-by=/usr/share/keyrings/k.gpg] https://list.example/debian bookworm main # trailing\n",
+    )
+    assert mirror_from_apt_sources(tmp_path) == "https://list.example/debian"
+
+
+def test_mirror_skips_disabled_entries_and_foreign_files(tmp_path: Path) -> None:
+    write(
+        tmp_path / "sources.list.d" / "a.sources",
+        "Enabled: no\nTypes: deb\nURIs: http://off.example/debian\nSuites: bookworm\n",
+    )
+    write(
+        tmp_path / "sources.list.d" / "b.list.disabled-by-farm",
+        "deb http://farm.example/debian bookworm main\n",
+    )
+    write(
+        tmp_path / "sources.list.d" / "c.sources",
+        "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n",
+    )
+    assert mirror_from_apt_sources(tmp_path) is None
+
+
+def test_mirror_of_another_release_is_used_as_a_fallback(tmp_path: Path) -> None:
+    write(
+        tmp_path / "sources.list.d" / "debian.sources",
+        "Types: deb\nURIs: http://trixie.example/debian\nSuites: trixie trixie-updates\n"
+        "Components: main\n\n"
+        "Types: deb\nURIs: http://ppa.example/ubuntu\nSuites: noble\n",
+    )
+    assert mirror_from_apt_sources(tmp_path) == "http://trixie.example/debian"
+
+
+def test_resolve_mirror_order(tmp_path: Path) -> None:
+    write(tmp_path / "sources.list", "deb http://apt.example/debian bookworm main\n")
+    env = {"HOOKCAGE_DEBIAN_MIRROR": "http://env.example/debian/"}
+    assert resolve_mirror("http://arg.example/debian", environ=env, etc_apt=tmp_path) == (
+        "http://arg.example/debian"
+    )
+    assert resolve_mirror(environ=env, etc_apt=tmp_path) == "http://env.example/debian"
+    assert resolve_mirror(environ={}, etc_apt=tmp_path) == "http://apt.example/debian"
+    assert resolve_mirror(environ={}, etc_apt=tmp_path / "nothing") == DEFAULT_MIRROR
