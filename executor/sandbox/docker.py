@@ -407,13 +407,28 @@ class DockerProfile:
     tmpfs_size: str = "64m"
     file_size: str = "64m"
     hostname: str = "hookcage"
-    user: str = NOBODY
+    user: str | None = None
+    """``uid:gid``; ``None``: decided per run by :func:`default_user`."""
 
 
-def default_user() -> str:
-    """The invoking ``uid:gid``, or ``65534:65534`` (nobody) when that is root."""
+def default_user(project_dir: str | None = None) -> str:
+    """Who hooks run as: the invoking ``uid:gid``; when that is root, the project's owner, or nobody.
+
+    Never root: a root invoker (CI, a container) gets the owner of the project
+    directory when that is not root (so ``workspace: rw`` can write a
+    developer's checkout), else ``65534:65534``.
+    """
     uid, gid = os.getuid(), os.getgid()
-    return NOBODY if uid == 0 else f"{uid}:{gid}"
+    if uid != 0:
+        return f"{uid}:{gid}"
+    if project_dir:
+        try:
+            st = os.stat(project_dir)
+        except OSError:
+            return NOBODY
+        if st.st_uid != 0:
+            return f"{st.st_uid}:{st.st_gid if st.st_gid != 0 else st.st_uid}"
+    return NOBODY
 
 
 def _size(value: str | int, what: str) -> int:
@@ -541,7 +556,7 @@ def container_args(
         "command": ["/bin/sh", "-c", request.command],
         "name": name,
         "hostname": profile.hostname,
-        "user": profile.user,
+        "user": profile.user or default_user(request.project_dir),
         "environment": _environment(request),
         "working_dir": workdir,
         "labels": labels,
@@ -957,7 +972,7 @@ class DockerSandbox(Sandbox):
             tmpfs_size=tmpfs_size,
             file_size=file_size,
             hostname=hostname,
-            user=user or default_user(),
+            user=user,
         )
         self._client = client
         self._owns_client = client is None

@@ -28,7 +28,7 @@ from typing import Any
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from executor.errors import SandboxError
+from executor.errors import HookcageError, SandboxError
 from executor.sandbox.docker import DEFAULT_IMAGE, MANAGED_LABEL, default_client, reap
 
 MANAGED = {"label": f"{MANAGED_LABEL}=true"}
@@ -73,13 +73,23 @@ def remove_leftovers(client: Any, before: set[str], since: float) -> list[str]:
     return names
 
 
+REQUIRED = os.environ.get("CI") == "true" or bool(os.environ.get("HOOKCAGE_REQUIRE_DOCKER"))
+"""On CI (or when asked) a missing engine or image fails the run instead of skipping."""
+
+
+def _unavailable(message: str) -> None:
+    if REQUIRED:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def docker_api() -> Iterator[Any]:
-    """A docker-py ``APIClient`` for the engine at ``DOCKER_HOST``, or a skip."""
+    """A docker-py ``APIClient`` for the engine at ``DOCKER_HOST``, or a skip (a failure on CI)."""
     try:
         client = default_client(timeout=30)
     except SandboxError as exc:
-        pytest.skip(f"Docker engine unreachable: {exc}")
+        _unavailable(f"Docker engine unreachable: {exc}")
     reap(client)  # what earlier sessions left and is surely over
     before, since = set(_managed(client)), time.time()
     yield client
@@ -93,9 +103,14 @@ def docker_api() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def runner_image(docker_api: Any) -> str:
-    """The runner image tag; skips when it has not been built."""
+    """The runner image tag, built (offline when no registry answers) if it is missing."""
     if not docker_api.images(name=DEFAULT_IMAGE):
-        pytest.skip(f"{DEFAULT_IMAGE} is not built: run `hookcage image build` first")
+        from executor.images import build_runner_image
+
+        try:
+            build_runner_image(docker_api)
+        except HookcageError as exc:
+            _unavailable(f"{DEFAULT_IMAGE} is missing and could not be built: {exc}")
     return DEFAULT_IMAGE
 
 

@@ -231,9 +231,9 @@ def test_version_and_help(cli: Cli) -> None:
     assert "dispatch" in cli.run("--help").stdout
 
 
-@pytest.mark.parametrize("command", ["dispatch", "list", "validate"])
+@pytest.mark.parametrize("command", ["dispatch", "list", "validate", "run", "image build", "doctor", "gc", "demo"])
 def test_every_command_has_help_with_an_example(cli: Cli, command: str) -> None:
-    proc = cli.run(command, "--help")
+    proc = cli.run(*command.split(), "--help")
     assert proc.returncode == 0 and "Example" in proc.stdout
 
 
@@ -241,3 +241,15 @@ def test_every_command_has_help_with_an_example(cli: Cli, command: str) -> None:
 def test_hostile_payload_is_one_line_not_a_traceback(cli: Cli, stdin: str) -> None:
     # Regression: deep nesting and huge integers escaped read_payload as tracebacks.
     assert_one_line_error(cli.run("dispatch", "Stop", stdin=stdin), 1, "stdin is not valid JSON")
+
+
+def test_every_command_is_documented() -> None:
+    from executor.cli import cli as group
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    names = []
+    for name, command in group.commands.items():
+        sub = getattr(command, "commands", None)
+        names.extend(f"{name} {s}" for s in sub) if sub else names.append(name)
+    missing = [n for n in names if f"## hookcage {n}\n" not in docs]
+    assert not missing, f"commands without a section in docs/cli.md: {missing}"
