@@ -40,10 +40,10 @@ from typing import IO, Any, TypeAlias
 
 import docker  # type: ignore[import-untyped, unused-ignore]
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
-import requests.exceptions
 
 from executor import __version__
 from executor.errors import HookcageError, SandboxError, SandboxUnavailable
+from executor.sandbox.docker import BACKEND_ERRORS, DEFAULT_IMAGE, default_client, map_engine_error
 
 __all__ = [
     "BASE_IMAGE",
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 DEBIAN_SUITE = "bookworm"
-RUNNER_IMAGE = f"hookcage/runner:{__version__}"
+RUNNER_IMAGE = DEFAULT_IMAGE
 """The default image every docker-sandboxed hook runs in."""
 BASE_IMAGE = f"hookcage/base:{DEBIAN_SUITE}-{__version__}"
 """The debootstrapped base the offline build imports (kept to skip debootstrap next time)."""
@@ -112,43 +112,31 @@ def _one_line(text: object) -> str:
 def _engine_errors(action: str) -> Iterator[None]:
     """Map docker-py and requests exceptions raised inside to hookcage's, once.
 
+    Whether the engine is reachable at all is decided by the docker backend's
+    one mapping table (:func:`executor.sandbox.docker.map_engine_error`); any
+    other engine failure while building is an :class:`ImageBuildError`.
+
     Raises:
         SandboxUnavailable: the engine could not be reached at all.
         ImageBuildError: the engine answered with an error, or stopped answering.
     """
     try:
         yield
-    except requests.exceptions.ConnectionError as exc:
-        raise SandboxUnavailable(
-            f"cannot reach the Docker engine while {action} ({_one_line(exc)}): "
-            "start Docker or set DOCKER_HOST"
-        ) from exc
-    except requests.exceptions.Timeout as exc:
-        raise ImageBuildError(
-            f"the Docker engine stopped answering while {action} ({_one_line(exc)}): "
-            "check `docker info` and retry"
-        ) from exc
-    except docker.errors.APIError as exc:
+    except BACKEND_ERRORS as exc:
+        mapped = map_engine_error(exc, step=action, url="DOCKER_HOST")
+        if isinstance(mapped, SandboxUnavailable) and not isinstance(exc, docker.errors.NotFound):
+            raise mapped from exc
         detail = getattr(exc, "explanation", None) or exc
         raise ImageBuildError(f"{action} failed: {_one_line(detail)}") from exc
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise ImageBuildError(f"{action} failed: {_one_line(exc)}") from exc
 
 
 def _connect() -> Any:
-    """A client from the environment (DOCKER_HOST etc.), checked with a ping.
+    """A client from the environment (``DOCKER_HOST`` etc.).
 
     Raises:
         SandboxUnavailable: the engine cannot be reached.
     """
-    try:
-        client = docker.from_env()
-        client.ping()
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise SandboxUnavailable(
-            f"cannot reach the Docker engine ({_one_line(exc)}): start Docker or set DOCKER_HOST"
-        ) from exc
-    return client
+    return default_client(timeout=_BUILD_TIMEOUT)
 
 
 def _api(client: Any) -> Any:

@@ -215,7 +215,7 @@ def test_rebuild_reuses_the_base_and_the_layer_cache(
 @pytest.mark.docker
 def test_unreachable_engine_is_sandbox_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/hookcage-test.sock")
-    with pytest.raises(SandboxUnavailable, match="start Docker or set DOCKER_HOST"):
+    with pytest.raises(SandboxUnavailable, match="start Docker, or set DOCKER_HOST"):
         build_runner_image(log=lambda _: None)
 
 
