@@ -193,7 +193,14 @@ def list_hooks(event: str | None, as_json: bool, project: Path | None) -> None:
         runs = "yes" if view.skip is None else f"no ({view.skip.reason}: {view.skip.detail})"
         click.echo(f"{h.id}  {h.event}  matcher={h.matcher.source or '*'}  [{h.scope.value}]  {h.label}")
         click.echo(f"    source: {h.source} {h.json_path}")
-        click.echo(f"    sandbox: {h.sandbox.describe()}  timeout: {h.timeout:g}s  runs: {runs}")
+        click.echo(f"    sandbox: {h.sandbox.describe()}  timeout: {h.timeout:g}s")
+        if view.allow is not None:
+            click.echo(f"    allow-list: {'allowed' if view.allow.allowed else 'NOT allowed'}"
+                       + ("" if view.allow.allowed else f" ({view.allow.reason})"))
+        if view.trusted is not None:
+            click.echo(f"    trust: {'trusted' if view.trusted else 'NOT trusted'}"
+                       + (f" ({view.trust_detail})" if view.trust_detail else ""))
+        click.echo(f"    runs: {runs}")
 
 
 # -- validate ---------------------------------------------------------------
@@ -240,6 +247,233 @@ def validate(paths: Sequence[Path], project: Path | None) -> None:
         click.echo("no hook files found")
     if errors:
         raise CliExit(1)
+
+
+# -- trust ------------------------------------------------------------------
+
+
+def _hook_scope_text(hook: Any) -> str:
+    return f"{hook.scope.value} hook {hook.id} ({hook.source} {hook.json_path})"
+
+
+def _show_file(state: Any, previous: Any, root: Path) -> None:
+    import difflib
+
+    if state.kind == "missing":
+        click.echo(f"    {state.path}: (does not exist yet: trusting covers its absence)")
+        return
+    text = (state.data or b"").decode("utf-8", errors="replace")
+    label = f"    {state.path} ({len(state.data or b'')} bytes"
+    label += f", symlink to {state.link})" if state.kind == "symlink" else ")"
+    old = previous.file_text.get(state.path) if previous is not None else None
+    if old is not None and old != text:
+        click.echo(label + " - changed since the last review:")
+        diff = difflib.unified_diff(old.splitlines(), text.splitlines(), "reviewed", "now", lineterm="")
+        for line in list(diff)[2:200]:
+            click.echo(f"      {line}")
+    elif old is not None:
+        click.echo(label + " - unchanged since the last review")
+    else:
+        click.echo(label + ":")
+        lines = text.splitlines()
+        for line in lines[:200]:
+            click.echo(f"      | {line}")
+        if len(lines) > 200:
+            click.echo(f"      | ... {len(lines) - 200} more lines")
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--all", "review_all", is_flag=True, help="Every untrusted hook (default when no --hook).")
+@click.option("--hook", "hook_ids", multiple=True, help="Only this hook id (repeatable).")
+@click.option("--yes", is_flag=True, help="Trust without asking (for scripts; combine with --all).")
+@_project_option
+@click.pass_context
+def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bool, project: Path | None) -> None:
+    """Review the project's hooks and trust them (trust on first use).
+
+    Shows each new or changed project hook: event, matcher, command, the files
+    it references (content, or a diff against what you reviewed before), its
+    sandbox profile and the capabilities it asks for. Only trusted hooks run;
+    any change needs review again.
+
+    \b
+    Example:
+        hookcage trust                  # interactive review
+        hookcage trust --all --yes      # scripts: trust everything as it is now
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    executor, root = _executor_and_root(project)
+    store = executor.trust_store()
+    pending, refused = executor.pending_reviews(root, hook_ids)
+    for hook, why in refused:
+        click.echo(f"cannot review {_hook_scope_text(hook)}: {why}", err=True)
+    if not pending:
+        click.echo(f"nothing to review: every project hook in {root} is trusted"
+                   + (f" ({len(refused)} could not be reviewed)" if refused else ""))
+        raise CliExit(1 if refused else 0)
+    interactive = not yes
+    if interactive and not sys.stdin.isatty():
+        raise PayloadError("stdin is not a terminal: review interactively, or pass --all --yes to trust every hook as it is")
+    trusted = []
+    for i, (hook, subject) in enumerate(pending, 1):
+        previous = store.previous(subject)
+        click.echo(f"[{i}/{len(pending)}] {_hook_scope_text(hook)}"
+                   + (" - CHANGED since it was reviewed" if previous else " - new"))
+        click.echo(f"    event: {hook.event}   matcher: {hook.matcher.source or '*'}")
+        click.echo(f"    command: {hook.command}")
+        check = executor.allowlist_check(hook, root)
+        click.echo("    allow-list: " + ("allowed" if check.allowed else
+                   f"NOT allowed ({check.reason}); it will not run until you run: {check.suggestion}"))
+        profile = subject.profile
+        click.echo(f"    sandbox: {hook.sandbox.describe()}, image {str(profile.get('image'))[:19]}, "
+                   f"timeout {hook.timeout:g}s" + (f", env {dict(hook.env)}" if hook.env else ""))
+        caps = ", ".join(subject.capabilities) or "none (may deny, block, ask, add context)"
+        click.echo(f"    capabilities asked for: {caps}")
+        click.echo("    files it references:" if subject.files else "    files it references: none")
+        for state in subject.files:
+            _show_file(state, previous, root)
+        if interactive and not click.confirm("    Trust this hook?", default=False):
+            click.echo("    not trusted")
+            continue
+        trusted.append(subject)
+    executor.grant(trusted)
+    click.echo(f"trusted {len(trusted)} of {len(pending)} hook(s); records in {executor.settings.trust_store_file}")
+    if refused:
+        raise CliExit(1)
+
+
+@trust.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array, for scripts.")
+def trust_list(as_json: bool) -> None:
+    """List trust records (the store and HOOKCAGE_TRUST_FILE).
+
+    \b
+    Example:
+        hookcage trust list --json
+    """
+    executor, _ = _executor_and_root(None)
+    records = executor.trust_store().records()
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in records], indent=2))
+        return
+    if not records:
+        click.echo("no trust records")
+    for r in records:
+        caps = f"  capabilities: {', '.join(r.capabilities)}" if r.capabilities else ""
+        click.echo(f"{r.id}  {r.event}  matcher={r.matcher or '*'}  {r.command}")
+        click.echo(f"    {r.root}  {r.source}  trusted {r.trusted_at}{caps}")
+
+
+@trust.command(name="revoke")
+@click.argument("ids", nargs=-1)
+@click.option("--all", "revoke_all", is_flag=True, help="Revoke every record.")
+def trust_revoke(ids: Sequence[str], revoke_all: bool) -> None:
+    """Revoke trust records by id (or digest prefix), or --all.
+
+    \b
+    Example:
+        hookcage trust revoke 3f2a9c01b7de
+    """
+    if not ids and not revoke_all:
+        raise click.UsageError("give record ids, or --all")
+    executor, _ = _executor_and_root(None)
+    store = executor.trust_store()
+    removed = store.revoke_all() if revoke_all else store.revoke(ids)
+    click.echo(f"revoked {removed} record(s)")
+    if not revoke_all and removed < len(ids):
+        raise CliExit(1)
+
+
+@trust.command(name="prune")
+@_project_option
+def trust_prune(project: Path | None) -> None:
+    """Remove records of projects or hook files that are gone, and stale versions of this project's hooks.
+
+    \b
+    Example:
+        hookcage trust prune
+    """
+    executor, root = _executor_and_root(project)
+    current: set[str] = set()
+    for hook in executor.load(root).hooks:
+        if hook.scope.from_repository:
+            try:
+                current.add(executor.trust_subject(hook, root).digest())
+            except HookcageError:
+                continue
+
+    def keep(record: Any) -> bool:
+        if not Path(record.root).is_dir() or not Path(record.source).is_file():
+            return False
+        return record.root != str(root) or record.digest in current
+
+    click.echo(f"pruned {executor.trust_store().prune(keep)} record(s)")
+
+
+@trust.command(name="export")
+def trust_export() -> None:
+    """Print every trust record as JSON, for HOOKCAGE_TRUST_FILE (CI, headless agents).
+
+    \b
+    Example:
+        hookcage trust export > /ci/trust.json
+        HOOKCAGE_TRUST_FILE=/ci/trust.json hookcage dispatch < event.json
+    """
+    executor, _ = _executor_and_root(None)
+    click.echo(executor.trust_store().export())
+
+
+# -- allow-list -------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("entry", required=False)
+@click.option("--deny", is_flag=True, help="Add ENTRY to the deny list (deny entries win).")
+@click.option("--remove", is_flag=True, help="Remove ENTRY from the user's lists.")
+@click.option("--list", "show", is_flag=True, help="Show every entry and where it comes from.")
+def allow(entry: str | None, deny: bool, remove: bool, show: bool) -> None:
+    """Add a command to the bash allow-list (the user's config.toml).
+
+    An entry is a command in shell words; a final `*` word allows any further
+    arguments; `*` inside a word globs within it; $CLAUDE_PROJECT_DIR stands
+    for the project root. Only commands on the list are ever launched.
+
+    \b
+    Example:
+        hookcage allow 'npm test'
+        hookcage allow 'sh $CLAUDE_PROJECT_DIR/.hookcage/guard.sh'
+        hookcage allow --list
+    """
+    from executor.settings import SETTINGS_FILE, load_settings, update_allowlist
+
+    settings = load_settings()
+    if show or entry is None:
+        if entry is not None:
+            raise click.UsageError("--list takes no ENTRY")
+        from executor.settings import read_toml
+
+        for label, path in (("managed", settings.managed_dir / SETTINGS_FILE), ("user", settings.home / SETTINGS_FILE)):
+            section = read_toml(path).get("allowlist", {})
+            for kind in ("allow", "deny"):
+                for item in section.get(kind, []) if isinstance(section, dict) else []:
+                    click.echo(f"{kind:5}  {item}    ({label}: {path})")
+        for item in settings.allow_append.splitlines():
+            if item.strip():
+                click.echo(f"allow  {item.strip()}    (HOOKCAGE_ALLOW_APPEND)")
+        return
+    import shlex
+
+    try:
+        if not shlex.split(entry):
+            raise ValueError("empty")
+    except ValueError as exc:
+        raise PayloadError(f"entry {entry!r} is not a command in shell words ({exc})") from exc
+    path = settings.home / SETTINGS_FILE
+    changed = update_allowlist(path, entry, kind="deny" if deny else "allow", remove=remove)
+    verb = "removed from" if remove else "added to"
+    what = "deny list" if deny else "allow-list"
+    click.echo(f"{entry!r} {verb} the {what} in {path}" if changed else f"{entry!r}: nothing to change in {path}")
 
 
 # -- sandbox: run, image, doctor, gc, demo -----------------------------------

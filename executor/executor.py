@@ -26,17 +26,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from executor.allowlist import AllowCheck, AllowList, check_command, literal_words
 from executor.config import PROJECT_DIR_VARS, load_hooks, project_root
-from executor.errors import HookcageError, SandboxError
+from executor.errors import HookcageError, SandboxError, TrustStoreError
 from executor.events import EventSpec, check_payload, get_event
 from executor.hooks import DOCKER_SOCKETS, HookSpec, dedupe
 from executor.matchers import event_matches
@@ -49,21 +52,37 @@ from executor.protocol import (
     error_outcome,
     fold,
     parse_outcome,
+    restrict,
 )
 from executor.runlog import append_records, claim_once
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.settings import Settings, load_settings
 from executor.text import redact
+from executor.trust import (
+    FileState,
+    TrustRecord,
+    TrustStore,
+    TrustSubject,
+    UnsafeReference,
+    collect_references,
+)
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
 
 
 @dataclass(frozen=True)
 class HookView:
-    """One configured hook as ``hookcage list`` shows it."""
+    """One configured hook as ``hookcage list`` shows it: every gate's answer.
+
+    ``skip`` is the first gate that stops it (``None``: it would run);
+    ``trusted`` is ``None`` for the user's own hooks (no review needed).
+    """
 
     hook: HookSpec
     skip: Skip | None
+    allow: AllowCheck | None = None
+    trusted: bool | None = None
+    trust_detail: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict for ``--json`` output."""
@@ -73,9 +92,14 @@ class HookView:
             "command": h.command, "name": h.name, "scope": h.scope.value, "source": h.source,
             "path": h.json_path, "sandbox": h.sandbox.describe(), "timeout": h.timeout,
             "async": h.is_async, "once": h.once, "on_error": h.on_error,
+            "capabilities": sorted(h.capabilities),
             "would_run": self.skip is None,
             "skip_reason": self.skip.reason if self.skip else None,
             "detail": self.skip.detail if self.skip else None,
+            "allowlisted": self.allow.allowed if self.allow else None,
+            "allowlist_suggestion": self.allow.suggestion if self.allow else None,
+            "trusted": self.trusted,
+            "trust_detail": self.trust_detail or None,
         }
 
 
@@ -86,6 +110,32 @@ class _Run:
     started: float = 0.0
     result: RunResult | None = None
     outcome: HookOutcome | None = None
+    dropped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """What the gates decided for one hook: skip it, fail it, or run it (with its reviewed files)."""
+
+    skip: Skip | None = None
+    outcome: HookOutcome | None = None
+    files: tuple[FileState, ...] = ()
+
+
+def _unstage(runs: Sequence[_Run]) -> None:
+    """Remove the staged copies of reviewed files once their runs are over."""
+    for run in runs:
+        for staged in run.request.overlays.values():
+            folder = Path(staged).parent
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _untrusted_note(details: Sequence[str], root: Path) -> str:
+    count = len(details)
+    unsafe = [d for d in details if d != "new or changed since it was reviewed"]
+    text = (f"{count} project hook{'s' if count != 1 else ''} not run: not trusted yet (new or changed). "
+            f"Review with `hookcage trust` in {root}")
+    return text + ("; " + "; ".join(dict.fromkeys(unsafe)) if unsafe else "")
 
 
 def default_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
@@ -127,6 +177,8 @@ class HookExecutor:
         self._factory = sandbox_factory
         self._environ = environ
         self._lock = threading.Lock()
+        self._trust: TrustStore | None = None
+        self.allowlist = AllowList(self.settings.allow_entries, tuple(self.settings.allowlist.deny))
         self._background: list[Future[None]] = []
         self._async_pool: ThreadPoolExecutor | None = None
         self.deferred: list[Callable[[], None]] = []
@@ -144,12 +196,28 @@ class HookExecutor:
     def inventory(self, root: Path | None, event: str | None = None) -> tuple[HookSet, list[HookView]]:
         """Every configured hook (optionally of one event) and whether it would run."""
         hookset = self.load(root)
-        views = [
-            HookView(h, hookset.skip(h))
-            for h in hookset.hooks
-            if event is None or h.event == event
-        ]
+        views = [self._view(hookset, h, root) for h in hookset.hooks if event is None or h.event == event]
         return hookset, views
+
+    def _view(self, hookset: HookSet, hook: HookSpec, root: Path | None) -> HookView:
+        skip = hookset.skip(hook)
+        if skip is not None or root is None:
+            return HookView(hook, skip)
+        allow = self.allowlist_check(hook, root)
+        trusted: bool | None = None
+        detail = ""
+        if hook.scope.from_repository:
+            try:
+                trusted = self.trust_store().is_trusted(self.trust_subject(hook, root).digest())
+                detail = "" if trusted else "new or changed since it was reviewed"
+            except HookcageError as exc:
+                trusted, detail = False, str(exc)
+        if not allow.allowed:
+            how = f"; to allow it: {allow.suggestion}" if allow.suggestion else ""
+            skip = Skip("not_allowlisted", allow.reason + how)
+        elif trusted is False:
+            skip = Skip("untrusted", detail)
+        return HookView(hook, skip, allow, trusted, detail)
 
     # -- dispatch ------------------------------------------------------------
 
@@ -176,6 +244,7 @@ class HookExecutor:
         stdin = build_stdin(spec, payload)
 
         notes = [str(p) for p in hookset.problems_for(spec.name)]
+        untrusted: list[str] = []
         considered: list[dict[str, Any] | _Run] = []  # config order, for the log
         runs: list[_Run] = []
         background: list[_Run] = []
@@ -187,23 +256,32 @@ class HookExecutor:
             skip = hookset.skip(hook)
             if skip is None and id(hook) not in runnable:
                 continue
-            if skip is None:
-                skip = self._check_mounts(hook, root)
-            if skip is None and hook.once and session and not claim_once(self.settings.state_dir, session, hook.id):
-                skip = Skip("disabled", "a once hook that already ran in this session")
-            if skip is not None:
-                if skip.reason == "unsupported_type":
-                    notes.append(f"hook {hook.label} skipped: {skip.detail}")
+            gate = _Gate() if skip is None else _Gate(skip=skip)
+            if gate.skip is None:
+                gate = self._gate(hook, root)
+            if gate.skip is None and hook.once and session and not claim_once(self.settings.state_dir, session, hook.id):
+                gate = _Gate(skip=Skip("disabled", "a once hook that already ran in this session"))
+            if gate.skip is not None:
+                skip = gate.skip
+                if skip.reason in ("unsupported_type", "not_allowlisted"):
+                    notes.append(f"hook {hook.label} not run: {skip.detail}")
+                elif skip.reason == "untrusted":
+                    untrusted.append(skip.detail)
                 considered.append(self._record(spec, session, hook, skip=skip))
                 continue
-            run = _Run(hook, self._request(hook, payload, root, stdin, session))
+            run = _Run(hook, self._request(hook, payload, root, stdin, session, gate.files), outcome=gate.outcome)
             if hook.is_async:
                 background.append(run)
             else:
                 runs.append(run)
                 considered.append(run)
 
-        self._run_all(spec, runs)
+        if untrusted:
+            notes.append(_untrusted_note(untrusted, root))
+        try:
+            self._run_all(spec, runs)
+        finally:
+            _unstage(runs)
         outcomes = [r.outcome for r in runs if r.outcome is not None]
         verdict = fold(spec, outcomes, notes)
         self._log([
@@ -218,6 +296,97 @@ class HookExecutor:
                 self._start_background(job)
         return verdict
 
+    def _gate(self, hook: HookSpec, root: Path) -> _Gate:
+        """Gates 2-3 for one hook: extra mounts on disk, the allow-list, trust."""
+        skip = self._check_mounts(hook, root)
+        if skip is not None:
+            return _Gate(skip=skip)
+        check = check_command(hook.command or "", self.allowlist, str(root))
+        if not check.allowed:
+            how = f"; to allow it: {check.suggestion}" if check.suggestion else ""
+            return _Gate(skip=Skip("not_allowlisted", check.reason + how))
+        if not hook.scope.from_repository:
+            return _Gate()
+        try:
+            subject = self.trust_subject(hook, root)
+            trusted = self.trust_store().is_trusted(subject.digest())
+        except UnsafeReference as exc:
+            return _Gate(skip=Skip("untrusted", str(exc)))
+        except TrustStoreError as exc:
+            return _Gate(skip=Skip("untrusted", str(exc)))
+        except HookcageError as exc:  # the image cannot be resolved: the hook cannot run
+            return _Gate(outcome=error_outcome(hook.label, str(exc), hook_id=hook.id))
+        if not trusted:
+            return _Gate(skip=Skip("untrusted", "new or changed since it was reviewed"))
+        return _Gate(files=subject.files)
+
+    def trust_store(self) -> TrustStore:
+        """The trust store (``$HOOKCAGE_HOME/trust.json`` plus ``HOOKCAGE_TRUST_FILE``)."""
+        with self._lock:
+            if self._trust is None:
+                extra = [self.settings.trust_file] if self.settings.trust_file else []
+                self._trust = TrustStore(self.settings.trust_store_file, extra=extra)
+            return self._trust
+
+    def trust_subject(self, hook: HookSpec, root: Path) -> TrustSubject:
+        """What trusting ``hook`` covers: command, referenced files, full profile, capabilities.
+
+        Raises:
+            UnsafeReference: a referenced path leaves the project.
+            SandboxError: the hook's image cannot be resolved to an id.
+        """
+        command = hook.command or ""
+        files = collect_references(literal_words(command, str(root)), str(root))
+        options = hook.sandbox
+        image = self._sandbox(options.backend).image_identity(options.image)
+        profile = {
+            "backend": options.backend, "image": image, "workspace": options.workspace,
+            "network": options.network, "mounts": list(options.mounts), "env": dict(hook.env),
+            "memory": options.memory, "cpus": options.cpus, "pids": options.pids,
+            "timeout": hook.timeout,
+        }
+        return TrustSubject(
+            root=str(root), source=hook.source, event=hook.event, matcher=hook.matcher.source,
+            type=hook.type, command=command, files=files, profile=profile,
+            capabilities=tuple(sorted(hook.capabilities)),
+        )
+
+    def pending_reviews(
+        self, root: Path, hook_ids: Sequence[str] = ()
+    ) -> tuple[list[tuple[HookSpec, TrustSubject]], list[tuple[HookSpec, str]]]:
+        """The repository hooks that need review, and those that cannot be reviewed (and why).
+
+        Args:
+            root: the project root.
+            hook_ids: only these hooks (all when empty).
+        """
+        hookset = self.load(root)
+        pending: list[tuple[HookSpec, TrustSubject]] = []
+        refused: list[tuple[HookSpec, str]] = []
+        for hook in hookset.hooks:
+            if not hook.scope.from_repository or hookset.skip(hook) is not None:
+                continue
+            if hook_ids and hook.id not in hook_ids:
+                continue
+            try:
+                subject = self.trust_subject(hook, root)
+            except HookcageError as exc:
+                refused.append((hook, str(exc)))
+                continue
+            if not self.trust_store().is_trusted(subject.digest()):
+                pending.append((hook, subject))
+        return pending, refused
+
+    def grant(self, subjects: Sequence[TrustSubject]) -> int:
+        """Trust these hooks as they are now; returns how many records were written."""
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        self.trust_store().add(TrustRecord.of(subject, now) for subject in subjects)
+        return len(subjects)
+
+    def allowlist_check(self, hook: HookSpec, root: Path) -> AllowCheck:
+        """The allow-list's answer for one hook's command."""
+        return check_command(hook.command or "", self.allowlist, str(root))
+
     @staticmethod
     def _check_mounts(hook: HookSpec, root: Path) -> Skip | None:
         """Resolve extra mounts on disk: a symlink may not lead out of the project or to a socket."""
@@ -230,7 +399,13 @@ class HookExecutor:
         return None
 
     def _request(
-        self, hook: HookSpec, payload: Mapping[str, Any], root: Path, stdin: bytes, session: str
+        self,
+        hook: HookSpec,
+        payload: Mapping[str, Any],
+        root: Path,
+        stdin: bytes,
+        session: str,
+        files: Sequence[FileState] = (),
     ) -> RunRequest:
         cwd = payload.get("cwd") or str(root)
         env = {name: str(root) for name in PROJECT_DIR_VARS}
@@ -247,7 +422,31 @@ class HookExecutor:
             options=hook.sandbox,
             labels={"hookcage.session": str(session)[:128], "hookcage.hook": hook.id},
             output_cap=self.settings.output_cap,
+            overlays=self._stage(files, root),
         )
+
+    def _stage(self, files: Sequence[FileState], root: Path) -> dict[str, str]:
+        """Write the reviewed bytes of referenced files where the run mounts them read-only.
+
+        The hook then runs exactly what was hashed, whatever the workspace holds
+        by the time the container starts (no edit-after-check race).
+        """
+        present = [f for f in files if f.data is not None]
+        if not present:
+            return {}
+        folder = Path(tempfile.mkdtemp(prefix="run-", dir=self._staging_root()))
+        overlays = {}
+        for i, state in enumerate(present):
+            staged = folder / f"{i:04d}"
+            staged.write_bytes(state.data or b"")
+            staged.chmod(0o444)
+            overlays[str(root / state.path)] = str(staged)
+        return overlays
+
+    def _staging_root(self) -> Path:
+        path = self.settings.home / "staging"
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
 
     def _sandbox(self, backend: str) -> Sandbox:
         with self._lock:
@@ -269,6 +468,9 @@ class HookExecutor:
     def _run_one(self, spec: EventSpec, run: _Run) -> None:
         hook = run.hook
         run.started = time.monotonic()
+        if run.outcome is not None:  # decided by the gates (e.g. the image could not be resolved)
+            run.outcome = apply_on_error(spec, run.outcome, hook.on_error)
+            return
         try:
             sandbox = self._sandbox(hook.sandbox.backend)
             run.result = sandbox.run(run.request)
@@ -281,11 +483,17 @@ class HookExecutor:
             outcome = error_outcome(hook.label, str(exc), hook_id=hook.id)
         except Exception as exc:  # a bug anywhere in a run must not cost the verdict
             outcome = error_outcome(hook.label, f"internal error: {type(exc).__name__}: {exc}", hook_id=hook.id)
+        if hook.scope.from_repository:
+            # Gate 5: a repository's hook may not pre-approve or rewrite unless granted at trust.
+            outcome, run.dropped = restrict(outcome, hook.capabilities)
         run.outcome = apply_on_error(spec, outcome, hook.on_error)
 
     def _background_job(self, spec: EventSpec, session: str, runs: list[_Run]) -> Callable[[], None]:
         def job() -> None:
-            self._run_all(spec, runs)
+            try:
+                self._run_all(spec, runs)
+            finally:
+                _unstage(runs)
             self._log([self._record(spec, session, r.hook, run=r) for r in runs])
 
         return job
@@ -341,7 +549,7 @@ class HookExecutor:
             truncated=bool(result and result.truncated),
             decision=(outcome.decision or ("block" if outcome.status == "block" else None)) if outcome else None,
             error=outcome.error if outcome else None,
-            dropped_capabilities=[],
+            dropped_capabilities=list(run.dropped),
         )
         return record
 

@@ -84,6 +84,7 @@ class HookSpec:
     on_error: Literal["allow", "deny"] = "allow"
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)
     env: tuple[tuple[str, str], ...] = ()
+    capabilities: frozenset[str] = frozenset()
     invalid: str | None = None
 
     @property
@@ -131,7 +132,8 @@ def _options_json(options: SandboxOptions) -> dict[str, Any]:
 
 
 _HANDLER_KEYS = {"type", "command", "timeout", "async", "once", "name", "enabled", "on_error",
-                 "sandbox", "env"}
+                 "sandbox", "env", "capabilities"}
+CAPABILITY_NAMES = ("approve", "rewrite_input", "rewrite_output")
 # Keys other agents put in handlers that hookcage reads but does not act on.
 _IGNORED_KEYS = {"statusMessage", "shell", "description"}
 _SANDBOX_KEYS = {"image", "workspace", "network", "mounts", "memory", "cpus", "pids", "env",
@@ -284,6 +286,10 @@ def _parse_handler(
         err("on_error", "must be \"allow\" or \"deny\"")
         on_error = "allow"
     env = _parse_env(raw.get("env"), f"{path}.env", err_path=path, errors=errors, out=out, event=event)
+    capabilities = raw.get("capabilities", [])
+    if not isinstance(capabilities, list) or not all(c in CAPABILITY_NAMES for c in capabilities):
+        err("capabilities", f"must be an array of: {', '.join(CAPABILITY_NAMES)}")
+        capabilities = []
     sandbox, sandbox_env = _parse_sandbox(raw.get("sandbox"), path, event, scope, root, errors, out)
     for key in sorted(raw.keys() - _HANDLER_KEYS):
         if key in _IGNORED_KEYS:
@@ -307,6 +313,7 @@ def _parse_handler(
         on_error=on_error,
         sandbox=sandbox,
         env=tuple(sorted(merged_env.items())),
+        capabilities=frozenset(capabilities),
         invalid=errors[0] if errors else None,
     )
 

@@ -351,6 +351,41 @@ def apply_on_error(event: EventSpec, outcome: HookOutcome, on_error: str) -> Hoo
     return outcome
 
 
+CAPABILITIES: Mapping[str, str] = {
+    "approve": "pre-approve the tool call (permissionDecision: allow)",
+    "rewrite_input": "rewrite the tool input (updatedInput)",
+    "rewrite_output": "rewrite the tool output (updatedToolOutput)",
+}
+"""What a hook's answer may do beyond deny/block/ask/context, granted per hook at trust time."""
+
+
+def restrict(outcome: HookOutcome, granted: frozenset[str]) -> tuple[HookOutcome, tuple[str, ...]]:
+    """Drop the parts of an answer that need a capability the hook was not granted.
+
+    Returns:
+        The outcome without the unauthorised parts, and the names of the
+        capabilities that were used without being granted.
+    """
+    dropped: list[str] = []
+    changes: dict[str, Any] = {}
+    if outcome.decision == "allow" and "approve" not in granted:
+        dropped.append("approve")
+        changes.update(decision=None, reason=None)
+    if outcome.updated_input is not None and "rewrite_input" not in granted:
+        dropped.append("rewrite_input")
+        changes["updated_input"] = None
+    if outcome.updated_output is not UNSET and "rewrite_output" not in granted:
+        dropped.append("rewrite_output")
+        changes["updated_output"] = UNSET
+    if not dropped:
+        return outcome, ()
+    notes = tuple(
+        f"tried to {CAPABILITIES[c]} without that capability (not granted at trust time); dropped"
+        for c in dropped
+    )
+    return replace(outcome, notes=outcome.notes + notes, **changes), tuple(dropped)
+
+
 def error_outcome(hook: str, error: str, *, hook_id: str = "") -> HookOutcome:
     """The outcome of a hook that could not be run at all (sandbox down, ...)."""
     return HookOutcome(hook=hook, status="error", exit_code=None, error=error, hook_id=hook_id)

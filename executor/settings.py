@@ -9,13 +9,14 @@ the user hook file, settings, trust store, run log and daemon socket.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -37,13 +38,40 @@ def default_managed_dir() -> Path:
     return Path(env).expanduser() if env else DEFAULT_MANAGED_DIR
 
 
-class _TomlSource(PydanticBaseSettingsSource):
-    """One ``config.toml``: a missing file is empty; a broken one is a ConfigError."""
+class AllowlistSettings(BaseModel):
+    """The bash allow-list: ``[allowlist]`` in the user and managed ``config.toml``."""
 
-    def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
+    model_config = ConfigDict(extra="forbid")
+
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """One ``config.toml``: a missing file is empty; a broken one is a ConfigError.
+
+    ``inherit_allowlist`` is a lower scope's ``[allowlist]``: allow-lists add
+    up across the managed and user files instead of replacing each other.
+    """
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        path: Path,
+        inherit_allowlist: Any = None,
+    ) -> None:
         super().__init__(settings_cls)
         self.path = path
         self.data = read_toml(path)
+        if isinstance(inherit_allowlist, dict):
+            own = self.data.get("allowlist", {})
+            if isinstance(own, dict):
+                self.data["allowlist"] = {
+                    **own,
+                    **{key: [*inherit_allowlist.get(key, []), *own.get(key, [])]
+                       for key in ("allow", "deny")
+                       if isinstance(own.get(key, []), list) and isinstance(inherit_allowlist.get(key, []), list)},
+                }
         unknown = sorted(self.data.keys() - settings_cls.model_fields.keys() - {"home", "managed_dir"})
         if unknown:
             valid = ", ".join(sorted(settings_cls.model_fields))
@@ -104,6 +132,25 @@ class Settings(BaseSettings):
     pids: int = Field(256, ge=8)
     tmpfs_size: str = "64m"
 
+    # Gates.
+    allowlist: AllowlistSettings = Field(default_factory=AllowlistSettings)
+    """Commands hooks may run (user and managed config.toml only; they add up)."""
+    allow_append: str = ""
+    """More allow entries, one per line (``HOOKCAGE_ALLOW_APPEND``, for CI)."""
+    trust_file: Path | None = None
+    """A read-only trust file (``HOOKCAGE_TRUST_FILE``, e.g. exported on the base branch)."""
+
+    @property
+    def allow_entries(self) -> tuple[str, ...]:
+        """Every allow entry: managed, user, then ``HOOKCAGE_ALLOW_APPEND``."""
+        appended = [line.strip() for line in self.allow_append.splitlines() if line.strip()]
+        return (*self.allowlist.allow, *appended)
+
+    @property
+    def trust_store_file(self) -> Path:
+        """The trust store (never inside a repository)."""
+        return self.home / "trust.json"
+
     @property
     def user_hooks_file(self) -> Path:
         """The user's hook file."""
@@ -134,12 +181,11 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         home, managed = _locations(init_settings())
-        return (
-            init_settings,
-            env_settings,
-            _TomlSource(settings_cls, home / SETTINGS_FILE),
-            _TomlSource(settings_cls, managed / SETTINGS_FILE),
+        managed_source = _TomlSource(settings_cls, managed / SETTINGS_FILE)
+        user_source = _TomlSource(
+            settings_cls, home / SETTINGS_FILE, inherit_allowlist=managed_source.data.get("allowlist")
         )
+        return (init_settings, env_settings, user_source, managed_source)
 
 
 def _locations(init: dict[str, Any]) -> tuple[Path, Path]:
@@ -159,9 +205,10 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "?"
+        dotted = ".".join(str(part) for part in first["loc"]) or "?"
         home, managed = _locations(overrides)
         where = _where(name, overrides, home, managed)
-        raise ConfigError(f"{where}: setting {name!r}: {first['msg']}") from exc
+        raise ConfigError(f"{where}: setting {dotted!r}: {first['msg']}") from exc
 
 
 def _where(name: str, overrides: dict[str, Any], home: Path, managed: Path) -> str:
@@ -177,3 +224,63 @@ def _where(name: str, overrides: dict[str, Any], home: Path, managed: Path) -> s
         except ConfigError:
             continue
     return "settings"
+
+
+def update_allowlist(path: Path, entry: str, *, kind: str = "allow", remove: bool = False) -> bool:
+    """Add (or remove) one entry of ``[allowlist]`` in a ``config.toml``, keeping its comments.
+
+    The file is rewritten atomically (temp file, fsync, rename) under a lock.
+
+    Returns:
+        Whether the file changed.
+
+    Raises:
+        ConfigError: the file is not valid TOML or its ``[allowlist]`` is malformed.
+    """
+    import tempfile
+
+    import tomlkit
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with FileLock(str(path) + ".lock"):
+        try:
+            text = path.read_text(encoding="utf-8") if path.exists() else ""
+            document = tomlkit.parse(text)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path}: cannot be updated: {exc}") from exc
+        section = document.get("allowlist")
+        if section is None:
+            section = tomlkit.table()
+            document["allowlist"] = section
+        if not isinstance(section, dict):
+            raise ConfigError(f"{path}: 'allowlist' must be a table")
+        items = section.get(kind)
+        if items is None:
+            items = tomlkit.array()
+            items.multiline(True)
+            section[kind] = items
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ConfigError(f"{path}: allowlist.{kind} must be an array of strings")
+        if remove:
+            if entry not in items:
+                return False
+            while entry in items:
+                items.remove(entry)
+        else:
+            if entry in items:
+                return False
+            items.append(entry)
+        fd, tmp = tempfile.mkstemp(prefix=".config.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(tomlkit.dumps(document))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    return True

@@ -74,6 +74,9 @@ class RunRequest:
         options: the hook's sandbox options.
         labels: identifying labels (session, hook id) for backends that tag.
         output_cap: bytes kept per stream; past it the result is truncated.
+        overlays: read-only files laid over workspace paths (container path
+            -> host path of a staged copy): the exact bytes that were
+            reviewed, whatever the workspace holds by the time the hook runs.
     """
 
     command: str
@@ -86,6 +89,7 @@ class RunRequest:
     options: SandboxOptions = field(default_factory=SandboxOptions)
     labels: Mapping[str, str] = field(default_factory=dict)
     output_cap: int = DEFAULT_OUTPUT_CAP
+    overlays: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,13 @@ class Sandbox(abc.ABC):
             SandboxUnavailable: the backend cannot be used at all.
             SandboxError: this run could not be attempted.
         """
+
+    def image_identity(self, image: str | None) -> str:
+        """What ``image`` (``None``: the backend's default) is, beyond its tag, e.g. a digest.
+
+        Trust covers it, so a re-tagged image needs review again.
+        """
+        return image or self.name
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release what the backend holds (connections, pooled containers)."""

@@ -476,6 +476,12 @@ def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
         workdir = (
             cwd if os.path.isabs(cwd) and _inside(cwd, project) and os.path.isdir(cwd) else project
         )
+    for target, source in sorted(request.overlays.items()):
+        target = os.path.normpath(target)
+        if not os.path.isabs(target) or not _inside(target, project) or target == project:
+            raise SandboxError(f"staged file {target!r} is not inside the project {project}")
+        mounts.append(_bind(source, target, read_only=True))
+        targets.add(target)
     real_project = os.path.realpath(project)
     for extra in options.mounts:
         path = os.path.normpath(extra)
@@ -995,6 +1001,19 @@ class DockerSandbox(Sandbox):
             if self._client is None:
                 self._client = default_client()
             return self._client
+
+    def image_identity(self, image: str | None) -> str:
+        """The id (``sha256:...``) of ``image`` (or the default image) in the engine.
+
+        Raises:
+            SandboxUnavailable: the engine cannot be reached or the image is missing.
+        """
+        name = image or self.profile.image
+        client = self.client
+        try:
+            return str(_retrying(lambda: client.inspect_image(name))["Id"])
+        except BACKEND_ERRORS as exc:
+            raise map_engine_error(exc, step="inspect", url=engine_url(client), image=name) from exc
 
     def _reap_quietly(self) -> None:
         try:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import allow, commands_in
 
 HOOKCAGE = shutil.which("hookcage")
 pytestmark = pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed (pip install -e .)")
@@ -36,6 +37,7 @@ class Cli:
     def user_hooks(self, data: dict[str, Any] | str) -> Path:
         path = self.home / "hooks.json"
         path.write_text(data if isinstance(data, str) else json.dumps(data))
+        allow(self.home, commands_in(data))  # as the user would, with `hookcage allow`
         return path
 
     def project_hooks(self, data: dict[str, Any] | str) -> Path:

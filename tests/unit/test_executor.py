@@ -25,6 +25,8 @@ class Env:
         self.project = tmp / "project"
         for d in (self.home, self.managed, self.project / ".hookcage"):
             d.mkdir(parents=True)
+        # Any simple command: these tests are about dispatch, not the allow-list.
+        (self.home / "config.toml").write_text('[allowlist]\nallow = ["*"]\n')
 
     def write(self, scope: str, hooks: dict[str, Any] | str) -> Path:
         path = {
@@ -275,6 +277,7 @@ def test_claude_project_dir_wins_over_payload_cwd(env: Env, tmp_path: Path) -> N
     fake = FakeSandbox()
     ex = HookExecutor(load_settings(home=env.home, managed_dir=env.managed),
                       sandboxes={"docker": fake}, environ={"CLAUDE_PROJECT_DIR": str(env.project)})
+    ex.grant([subject for _, subject in ex.pending_reviews(env.project)[0]])
     ex.dispatch("Stop", {"session_id": "s", "cwd": str(other)})
     assert [r.command for r in fake.requests] == ["project-hook"]
     assert fake.requests[0].cwd == str(other)
