@@ -95,7 +95,8 @@ def check_command(command: str, allowlist: AllowList, project_root: str) -> Allo
     verdict = _judge(command, _compile(allowlist, project_root))
     if verdict.allowed:
         return AllowCheck(allowed=True)
-    return AllowCheck(False, verdict.reason, _suggest(verdict.candidates, command, allowlist, project_root))
+    suggestion = _suggest(verdict.candidates, command, allowlist, project_root)
+    return AllowCheck(False, _one_line(verdict.reason, 240), suggestion)
 
 
 def literal_words(command: str, project_root: str) -> list[str]:
@@ -584,10 +585,16 @@ class _Walk:
     problems: list[str] = field(default_factory=list)
     complex: bool = False  # a suggestion must then be the whole command
     off_list: list[_Simple] = field(default_factory=list)
+    todo: list[Node] = field(default_factory=list)  # a stack, not recursion: `a && a && ...` nests deep
 
     def fail(self, reason: str, *, structural: bool = True) -> None:
         self.problems.append(reason)
         self.complex = self.complex or structural
+
+    def run(self, root: Node) -> None:
+        self.todo.append(root)
+        while self.todo:
+            self.statement(self.todo.pop())
 
     def statement(self, node: Node) -> None:
         kind = node.type
@@ -595,17 +602,16 @@ class _Walk:
             return
         if kind in ("program", "list", "pipeline"):
             for child in node.children:
-                if child.is_named:
-                    self.statement(child)
-                elif child.type not in _OPERATORS:
+                if not child.is_named and child.type not in _OPERATORS:
                     self.fail(f"`{_show(self.env.text(child))}` is not allowed")
+            self.todo.extend(reversed(node.named_children))
         elif kind == "redirected_statement":
             body = node.child_by_field_name("body")
-            if body is not None:
-                self.statement(body)
             for child in node.children:
                 if body is None or child.id != body.id:
                     self.redirect(child)
+            if body is not None:
+                self.todo.append(body)
         elif kind == "command":
             self.simple(node)
         else:
@@ -703,7 +709,7 @@ class _Walk:
             elif kind in ("file_redirect", "herestring_redirect", "heredoc_redirect"):
                 self.redirect(child)
             elif kind in ("command", "pipeline", "list", "redirected_statement"):
-                self.statement(child)  # the rest of the heredoc's line: `cat <<EOF | jq .`
+                self.todo.append(child)  # the rest of the heredoc's line: `cat <<EOF | jq .`
             else:
                 self.fail(f"the heredoc `{text}` is followed by `{_show(self.env.text(child))}`; put arguments before it")
 
@@ -837,10 +843,8 @@ def _command_words(node: Node, env: _Env) -> tuple[list[str], bool] | None:
     if name is None or len(name.named_children) != 1:
         return None
     try:
-        first = _evaluate(name.named_children[0], env)
+        first = _evaluate(name.named_children[0], env, name=True)  # a glob name is not literal
     except _NotLiteral:
-        return None
-    if first.glob:
         return None
     values = [first.value]
     open_ended = False
@@ -943,7 +947,7 @@ def _judge(command: str, rules: _Rules) -> _Verdict:
         return _Verdict(False, _not_allowed(scan.substitution, env), whole)
 
     walk = _Walk(env, rules)
-    walk.statement(root)
+    walk.run(root)
     if not walk.problems:
         return _Verdict(True)
     candidates: tuple[str, ...] = whole
@@ -970,7 +974,12 @@ def _suggest(candidates: Sequence[str], command: str, allowlist: AllowList, root
     return None
 
 
-def _show(text: str, cap: int = 60) -> str:
-    """A one-line excerpt of command text for a reason."""
-    one_line = sanitize(text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", " "), cap=10 * cap)
-    return one_line if len(one_line) <= cap else one_line[: cap - 1] + "…"
+def _show(text: str) -> str:
+    """A short excerpt of command text for a reason."""
+    return _one_line(text, 60)
+
+
+def _one_line(text: str, cap: int) -> str:
+    """``text`` on one line (newlines shown as ``\\n``), without control characters, at most ``cap`` long."""
+    line = sanitize(text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", " "), cap=10 * cap)
+    return line if len(line) <= cap else line[: cap - 1] + "…"

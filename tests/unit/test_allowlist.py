@@ -175,6 +175,7 @@ HOSTILE = [
     "ls\u202e",
     "\u217cs",  # SMALL ROMAN NUMERAL FIFTY, looks like `l`
     "\uff4c\uff53",  # FULLWIDTH LATIN SMALL LETTER L, S
+    "ls \ud800",  # a lone surrogate cannot even be encoded
     # quoting games
     "ls $'\\x72m'",
     "$'\\x6cs'",
@@ -433,10 +434,21 @@ def test_reason_names_the_part_that_failed(command: str, allowlist: AllowList, r
     assert check(command, allowlist).reason == reason
 
 
-def test_reason_stays_one_short_line() -> None:
-    result = check("rm " + "x" * 500 + "\nrm y")
+@pytest.mark.parametrize(
+    "command",
+    ["rm " + "x" * 500 + "\nrm y", 'git "-c\nx" status', "echo '\x1b[2J' | rm x", "echo \"a\nb\" > /etc/x"],
+)
+def test_reason_stays_one_short_line(command: str) -> None:
+    result = check(command, AllowList(allow=("*",), deny=("rm *", "curl\n*")))
     assert_denied(result)
-    assert len(result.reason) < 120
+    assert len(result.reason) <= 240
+    assert "\x1b" not in result.reason
+
+
+def test_deeply_nested_lists_are_checked() -> None:
+    assert allowed("ls && " * 3000 + "ls")
+    assert_denied(check("ls && " * 3000 + "rm x"))
+    assert_denied(check("ls | " * 3000 + "sh"))
 
 
 # --- deny entries ---------------------------------------------------------------------------
@@ -832,6 +844,14 @@ def test_adding_the_suggested_entry_allows_the_command(command: str) -> None:
     assert result.suggestion is not None
     widened = AllowList(allow=(*CASES.allow, entry_of(result.suggestion)))
     assert check(command, widened) == AllowCheck(allowed=True)
+
+
+@pytest.mark.parametrize("command", [*SECURITY_DENIED, *HOSTILE, *WRAPPED])
+def test_every_suggestion_given_works(command: str) -> None:
+    result = check(command)
+    if result.suggestion is not None:
+        widened = AllowList(allow=(*CASES.allow, entry_of(result.suggestion)))
+        assert allowed(command, widened)
 
 
 def test_a_suggested_simple_entry_does_not_allow_more_than_it_shows() -> None:

@@ -255,3 +255,33 @@ def test_every_command_is_documented() -> None:
         names.extend(f"{name} {s}" for s in sub) if sub else names.append(name)
     missing = [n for n in names if f"## hookcage {n}\n" not in docs]
     assert not missing, f"commands without a section in docs/cli.md: {missing}"
+
+
+def test_allow_edits_the_user_config_and_keeps_comments(cli: Cli) -> None:
+    config = cli.home / "config.toml"
+    config.write_text("# my settings\nmax_parallel = 4\n")
+    assert cli.run("allow", "npm test").returncode == 0
+    assert cli.run("allow", "--deny", "curl *").returncode == 0
+    assert "nothing to change" in cli.run("allow", "npm test").stdout
+    text = config.read_text()
+    assert text.startswith("# my settings\nmax_parallel = 4\n")
+    listed = cli.run("allow", "--list").stdout
+    assert "allow  npm test" in listed and "deny   curl *" in listed
+    assert cli.run("allow", "--remove", "npm test").returncode == 0
+    assert "npm test" not in cli.run("allow", "--list").stdout
+    assert oct(config.stat().st_mode & 0o777) == "0o600"
+
+
+def test_allow_rejects_an_entry_that_is_not_shell_words(cli: Cli) -> None:
+    proc = cli.run("allow", "echo 'unterminated")
+    assert proc.returncode == 1 and "not a command in shell words" in proc.stderr
+
+
+def test_off_list_hook_is_reported_with_the_line_that_allows_it(cli: Cli) -> None:
+    (cli.home / "hooks.json").write_text(json.dumps(host_hook("Stop", "echo linted")))
+    proc = cli.run("dispatch", "Stop", stdin='{"session_id": "s"}')
+    assert proc.returncode == 0
+    assert "hookcage allow 'echo linted'" in json.loads(proc.stdout)["systemMessage"]
+    assert cli.run("allow", "echo linted").returncode == 0
+    proc = cli.run("dispatch", "Stop", stdin='{"session_id": "s"}')
+    assert "systemMessage" not in json.loads(proc.stdout)
