@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import allow, commands_in
 
 from executor.events import get_event
 from executor.executor import HookExecutor
@@ -57,12 +58,20 @@ class Setup:
         group: dict[str, Any] = {"hooks": list(handlers)}
         if matcher:
             group["matcher"] = matcher
-        (self.home / "hooks.json").write_text(json.dumps({"hooks": {event: [group]}}))
+        data = {"hooks": {event: [group]}}
+        (self.home / "hooks.json").write_text(json.dumps(data))
+        allow(self.home, commands_in(data))  # as the user would, with `hookcage allow`
 
-    def project_hooks(self, data: dict[str, Any]) -> Path:
+    def project_hooks(self, data: dict[str, Any], *, trust: bool = False) -> Path:
         path = self.project / ".hookcage" / "hooks.json"
         path.write_text(json.dumps(data))
         path.chmod(0o644)
+        allow(self.home, commands_in(data))
+        if trust:
+            with HookExecutor(load_settings(home=self.home, managed_dir=self.managed), environ={}) as ex:
+                pending, refused = ex.pending_reviews(self.project)
+                assert not refused, refused
+                ex.grant([subject for _, subject in pending])
         return path
 
     def dispatch(self, event: str, **fields: Any) -> tuple[int, Any, str]:
@@ -255,7 +264,8 @@ def hookcage(*args: str, stdin: bytes = b"", cwd: Path | None = None, **env: str
 
 def test_cli_dispatch_end_to_end_through_docker(docker_setup: Setup, tmp_path: Path) -> None:
     docker_setup.project_hooks({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "command", "command": "touch $CLAUDE_PROJECT_DIR/pwned; echo \"write: $?\" >&2; exit 2"}]}]}})
+        {"type": "command", "command": "touch $CLAUDE_PROJECT_DIR/pwned; echo \"write: $?\" >&2; exit 2"}]}]}},
+        trust=True)
     payload = json.dumps({"session_id": docker_setup.session, "cwd": str(docker_setup.project), **BASH})
     proc = hookcage("dispatch", "PreToolUse", stdin=payload.encode(), cwd=docker_setup.project,
                     HOOKCAGE_HOME=str(docker_setup.home), HOOKCAGE_MANAGED_DIR=str(docker_setup.managed))
