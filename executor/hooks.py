@@ -430,8 +430,8 @@ def _parse_mounts(
                for s in DOCKER_SOCKETS):
             err(f"mounts[{i}]", "would expose the Docker socket: never allowed")
             continue
-        if scope.from_repository and (root is None or not _inside(mount, root)):
-            err(f"mounts[{i}]", f"{mount} is outside the project: not allowed in {scope.value} scope")
+        if root is None or not _inside(mount, root):
+            err(f"mounts[{i}]", f"{mount} is outside the project: extra mounts stay inside it")
             continue
         mounts.append(mount)
     return tuple(mounts)

@@ -460,10 +460,11 @@ def test_mounts_inside_the_project_are_fine(mount: str) -> None:
     assert spec.sandbox.mounts[0].startswith(ROOT)
 
 
-def test_user_scope_may_mount_outside_the_project() -> None:
+def test_no_scope_may_mount_outside_the_project() -> None:
+    # Extra mounts are for project files; the docker backend refuses others too.
     spec, f = sandboxed({"mounts": ["/opt/data", "../sibling"]}, Scope.USER)
-    assert f.errors == ()
-    assert spec.sandbox.mounts == ("/opt/data", "/work/sibling")
+    assert f"{H0}.sandbox.mounts[0]" in errors(f) and f"{H0}.sandbox.mounts[1]" in errors(f)
+    assert spec.sandbox.mounts == ()
 
 
 def test_relative_mount_without_a_project_root() -> None:
