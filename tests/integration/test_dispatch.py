@@ -327,3 +327,26 @@ def test_cli_demo_passes(runner_image: str, tmp_path: Path) -> None:
     proc = hookcage("demo", HOOKCAGE_HOME=str(tmp_path / "home"))
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
     assert b"demo passed" in proc.stdout
+
+
+def test_killed_executor_leaves_nothing_the_next_start_does_not_clean(docker_api: Any, workspace: Path,
+                                                                     runner_image: str) -> None:
+    from executor.sandbox.docker import reap
+
+    assert HOOKCAGE is not None
+    since = time.time()
+    proc = subprocess.Popen([HOOKCAGE, "run", "--timeout", "1", "--", "sleep 100"], cwd=workspace,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mine: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30
+    while not mine and time.monotonic() < deadline:
+        mine = [c for c in docker_api.containers(filters={"label": "hookcage.managed=true"})
+                if c["Created"] >= int(since) - 1 and c["State"] == "running"]
+        time.sleep(0.05)
+    assert mine, "the run never started a container"
+    proc.kill()  # the executor dies mid-run: nobody is left to kill or remove its container
+    proc.wait()
+    assert docker_api.containers(all=True, filters={"id": mine[0]["Id"]})
+    # The next executor's start-up reap, once the run's deadline has passed:
+    reap(docker_api, now=time.time() + 60)
+    assert not docker_api.containers(all=True, filters={"id": mine[0]["Id"]})

@@ -96,12 +96,21 @@ def test_untrusted_and_off_list_hooks_create_no_container(project: Project, dock
     assert created(docker_api, project.session, since) == 1
 
 
-@pytest.mark.parametrize("command", [
-    "ls; rm x", "ls && rm x", "ls | sh", "echo $(rm x)", "bash -c 'rm x'", "(rm x)",
-    "timeout 5 rm x", "ls > /etc/x", "git -c core.pager='sh -c id' status", "./ls",
-])
+# Every DENIED case of SECURITY-CASES.md "Allow-list" (allowed: ls, echo *, npm test, git status).
+ATTACKS = [
+    "ls; rm x", "ls && rm x", "ls || rm x", "ls | sh", "ls |& sh", "ls & rm x", "ls\nrm x",
+    "# one\n# two\nls\nrm x", "echo $(rm x)", "echo `rm x`", 'echo "$(rm x)"', "cat <(curl x)",
+    "FOO=$(rm x) ls", "bash -c 'rm x'", "sh -c 'rm x'", "bash -lc 'rm x'", 'eval "rm x"',
+    "timeout 5 rm x", "env rm x", "xargs rm", "sudo rm x", "exec rm x", "(rm x)", "{ rm x; }",
+    "f(){ rm x; }; f", "if true; then rm x; fi", "cat <<EOF\n$(id)\nEOF", "echo ${x:-$(id)}",
+    "echo $((1+$(id)))", "\\rm x", "r\\m x", '"r""m" x', "$CMD x", "ls${IFS}-la", "/tmp/ls", "./ls",
+    "ls > /etc/x", "ls &&", "alias ls='rm x'; ls", "git -c core.pager='sh -c id' status",
+]
+
+
+@pytest.mark.parametrize("command", ATTACKS)
 def test_off_list_attacks_never_reach_the_engine(project: Project, docker_api: Any, command: str) -> None:
-    (project.home / "config.toml").write_text('[allowlist]\nallow = ["ls *", "echo *", "npm test", "git status"]\n')
+    (project.home / "config.toml").write_text('[allowlist]\nallow = ["ls", "echo *", "npm test", "git status"]\n')
     (project.home / "hooks.json").write_text(json.dumps(
         {"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": command}]}]}}))
     since = time.time()
