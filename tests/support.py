@@ -41,3 +41,13 @@ def allow(home: Path, entries: Iterable[str]) -> None:
         existing = tomllib.loads(path.read_text()).get("allowlist", {}).get("allow", [])
     merged = list(dict.fromkeys([*existing, *entries]))
     path.write_text("[allowlist]\nallow = " + json.dumps(merged) + "\n")
+
+
+def containers_created(client: Any, session: str, since: float) -> int:
+    """How many containers the engine created for hookcage ``session`` since ``since`` (its event log)."""
+    import time
+
+    events = client.events(since=int(since) - 1, until=int(time.time()) + 1, decode=True,
+                           filters={"type": "container", "event": "create",
+                                    "label": f"hookcage.session={session}"})
+    return sum(1 for _ in events)

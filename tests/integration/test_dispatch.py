@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import allow, commands_in
+from support import allow, commands_in, containers_created
 
 from executor.events import get_event
 from executor.executor import HookExecutor
@@ -27,14 +27,6 @@ from executor.settings import load_settings
 
 pytestmark = pytest.mark.docker
 HOOKCAGE = shutil.which("hookcage")
-
-
-def containers_created(client: Any, session: str, since: float) -> int:
-    """How many containers the engine created for ``session`` since ``since`` (its event log)."""
-    events = client.events(since=int(since) - 1, until=int(time.time()) + 1, decode=True,
-                           filters={"type": "container", "event": "create",
-                                    "label": f"hookcage.session={session}"})
-    return sum(1 for _ in events)
 
 
 class Setup:

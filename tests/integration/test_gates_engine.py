@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import allow
+from support import allow, containers_created
 
 from executor.executor import HookExecutor
 from executor.sandbox.base import RunRequest, RunResult
@@ -27,13 +27,6 @@ from executor.settings import load_settings
 
 pytestmark = pytest.mark.docker
 HOOKCAGE = shutil.which("hookcage")
-
-
-def created(client: Any, session: str, since: float) -> int:
-    events = client.events(since=int(since) - 1, until=int(time.time()) + 1, decode=True,
-                           filters={"type": "container", "event": "create",
-                                    "label": f"hookcage.session={session}"})
-    return sum(1 for _ in events)
 
 
 class Project:
@@ -89,11 +82,11 @@ def test_untrusted_and_off_list_hooks_create_no_container(project: Project, dock
     allow(project.home, [GUARD])
     proc = project.dispatch()
     assert proc.returncode == 0 and "not trusted yet" in json.loads(proc.stdout)["systemMessage"]
-    assert created(docker_api, project.session, since) == 0
+    assert containers_created(docker_api, project.session, since) == 0
     assert project.run("trust", "--all", "--yes").returncode == 0
     proc = project.dispatch()
     assert (proc.returncode, proc.stderr) == (2, "guard-v1\n")
-    assert created(docker_api, project.session, since) == 1
+    assert containers_created(docker_api, project.session, since) == 1
 
 
 # Every DENIED case of SECURITY-CASES.md "Allow-list" (allowed: ls, echo *, npm test, git status).
@@ -117,7 +110,7 @@ def test_off_list_attacks_never_reach_the_engine(project: Project, docker_api: A
     proc = project.dispatch()
     assert proc.returncode == 0
     assert "not run" in json.loads(proc.stdout)["systemMessage"]
-    assert created(docker_api, project.session, since) == 0
+    assert containers_created(docker_api, project.session, since) == 0
 
 
 def test_edited_script_is_untrusted_until_reviewed_again(project: Project) -> None:
