@@ -79,7 +79,9 @@ def run(
 
 
 def managed_containers(docker_api: Any) -> list[Any]:
-    return list(docker_api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"}))
+    """This test session's hookcage containers (other sessions may share the engine)."""
+    labels = [f"{MANAGED_LABEL}=true", f"hookcage.test-session={os.environ['HOOKCAGE_TEST_SESSION']}"]
+    return list(docker_api.containers(all=True, filters={"label": labels}))
 
 
 def lines(data: bytes) -> list[str]:
