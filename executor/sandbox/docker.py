@@ -379,7 +379,7 @@ def _is_transient(exc: BaseException, *, conflict: bool = False) -> bool:
     )
 
 
-def _retrying(call: Callable[[], _T], *, conflict: bool = False) -> _T:
+def retry_transient(call: Callable[[], _T], *, conflict: bool = False) -> _T:
     """Run a step that is safe to repeat, retrying transient engine failures."""
     retrying = Retrying(
         stop=stop_after_attempt(_RETRY_ATTEMPTS),
@@ -650,7 +650,7 @@ class StateInfo(TypedDict):
 
 def _inspect(client: docker.APIClient, container: str) -> StateInfo:
     """The container's run state (retried: inspecting is safe to repeat)."""
-    inspected = _retrying(lambda: client.inspect_container(container))
+    inspected = retry_transient(lambda: client.inspect_container(container))
     state = inspected.get("State") or {}
     code = state.get("ExitCode")
     return StateInfo(
@@ -660,7 +660,7 @@ def _inspect(client: docker.APIClient, container: str) -> StateInfo:
     )
 
 
-def _remove(client: docker.APIClient, container: str) -> bool:
+def remove_container_quietly(client: docker.APIClient, container: str) -> bool:
     """Remove a container (force); ``False`` when it was already gone."""
 
     def call() -> bool:
@@ -674,7 +674,7 @@ def _remove(client: docker.APIClient, container: str) -> bool:
             raise
         return True
 
-    return _retrying(call)
+    return retry_transient(call)
 
 
 def _kill(client: docker.APIClient, container: str) -> None:
@@ -689,7 +689,7 @@ def _kill(client: docker.APIClient, container: str) -> None:
             if _status(exc) != 409:  # 409: not running any more
                 raise
 
-    _retrying(call)
+    retry_transient(call)
 
 
 def _wait(client: docker.APIClient, container: str, timeout: float) -> bool:
@@ -716,6 +716,10 @@ def _finished_at(client: docker.APIClient, entry: Mapping[str, Any]) -> float:
     return parsed.timestamp() + float(f"0.{fraction or 0}"[:8])
 
 
+POOL_OWNER_LABEL = "hookcage.pool"
+"""Label of a warm pool's containers (its value: the pid of the pool's process)."""
+
+
 def _run_is_over(
     client: docker.APIClient, entry: Mapping[str, Any], now: float, include_running_expired: bool
 ) -> bool:
@@ -727,8 +731,10 @@ def _run_is_over(
     expired = expires is not None and expires <= now
     state = entry.get("State")
     if state in ("exited", "dead", "created"):
-        if expires is None:
-            # Not a hook run (an image build, say): its owner may still be reading it.
+        if expires is None or (POOL_OWNER_LABEL in labels and not expired):
+            # Not a hook run (an image build, say), or a warm pool's container
+            # that ended (its pool may have been killed; a pooled container
+            # never starts again): its owner may still be reading it.
             return _finished_at(client, entry) + UNLABELLED_GRACE <= now
         return expired
     if state == "removing":
@@ -768,7 +774,7 @@ def reap(
     now = time.time() if now is None else now
     url = engine_url(client)
     try:
-        listed = _retrying(
+        listed = retry_transient(
             lambda: client.containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"})
         )
     except BACKEND_ERRORS as exc:
@@ -777,7 +783,7 @@ def reap(
     for entry in listed:
         try:
             if everything or _run_is_over(client, entry, now, include_running_expired):
-                removed += _remove(client, entry["Id"])
+                removed += remove_container_quietly(client, entry["Id"])
         except docker.errors.NotFound:
             continue  # gone meanwhile
         except BACKEND_ERRORS as exc:
@@ -816,8 +822,8 @@ def engine_info(client: docker.APIClient) -> EngineInfo:
     """
     url = engine_url(client)
     try:
-        version = _retrying(client.version)
-        info = _retrying(client.info)
+        version = retry_transient(client.version)
+        info = retry_transient(client.info)
     except BACKEND_ERRORS as exc:
         raise map_engine_error(exc, step="describe", url=url) from exc
     security = [str(s) for s in info.get("SecurityOptions") or []]
@@ -846,7 +852,7 @@ def engine_info(client: docker.APIClient) -> EngineInfo:
 # --------------------------------------------------------------------------
 
 
-def _raw_socket(attached: Any) -> socket.socket:
+def raw_socket(attached: Any) -> socket.socket:
     """The plain socket under what ``attach_socket`` returned."""
     raw = getattr(attached, "_sock", attached)  # socket.SocketIO wraps the socket
     if isinstance(raw, ssl.SSLSocket) or not isinstance(raw, socket.socket):
@@ -859,7 +865,7 @@ def _raw_socket(attached: Any) -> socket.socket:
     return raw
 
 
-def _half_close(sock: socket.socket) -> None:
+def half_close(sock: socket.socket) -> None:
     # OSError: the engine already closed the connection; the hook is done with stdin.
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_WR)
@@ -887,7 +893,7 @@ def pump(
     sock.setblocking(False)
     pending = memoryview(stdin)
     if not pending:
-        _half_close(sock)
+        half_close(sock)
     sinks = {STDIN: stdout, STDOUT: stdout, STDERR: stderr, SYSTEMERR: stderr}
     state = FrameState()
     with selectors.DefaultSelector() as selector:
@@ -909,7 +915,7 @@ def pump(
                     sent = len(pending)  # the hook exited without reading it all
                 pending = pending[sent:]
                 if not pending:
-                    _half_close(sock)
+                    half_close(sock)
                     key = selector.modify(key.fileobj, selectors.EVENT_READ)
             if mask & selectors.EVENT_READ:
                 try:
@@ -1011,7 +1017,7 @@ class DockerSandbox(Sandbox):
         name = image or self.profile.image
         client = self.client
         try:
-            return str(_retrying(lambda: client.inspect_image(name))["Id"])
+            return str(retry_transient(lambda: client.inspect_image(name))["Id"])
         except BACKEND_ERRORS as exc:
             raise map_engine_error(exc, step="inspect", url=engine_url(client), image=name) from exc
 
@@ -1047,7 +1053,7 @@ class DockerSandbox(Sandbox):
                 container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )
             try:
-                sock = _raw_socket(attached)
+                sock = raw_socket(attached)
                 step = "start"
                 deadline = time.monotonic() + request.timeout
                 client.start(container)
@@ -1056,7 +1062,7 @@ class DockerSandbox(Sandbox):
                 stderr = CappedBuffer(request.output_cap)
                 ended = pump(sock, request.stdin, deadline, stdout, stderr)
             finally:
-                _close_attached(attached)
+                close_attached(attached)
             step = "wait for"
             timed_out, state = self._finish(client, container, ended, deadline)
             duration = time.monotonic() - began
@@ -1089,7 +1095,7 @@ class DockerSandbox(Sandbox):
             )
             return str(created["Id"])
 
-        return _retrying(call, conflict=True)
+        return retry_transient(call, conflict=True)
 
     @staticmethod
     def _finish(
@@ -1115,7 +1121,7 @@ class DockerSandbox(Sandbox):
     @staticmethod
     def _discard(client: docker.APIClient, container: str) -> None:
         try:
-            _remove(client, container)
+            remove_container_quietly(client, container)
         except BACKEND_ERRORS as exc:
             # The result (or the error in flight) matters more; reap() removes
             # it later, as its hookcage.expires label says.
@@ -1131,7 +1137,7 @@ class DockerSandbox(Sandbox):
                 self._client = None
 
 
-def _close_attached(attached: Any) -> None:
+def close_attached(attached: Any) -> None:
     """Close the attach connection for good.
 
     Closing the ``SocketIO`` wrapper leaves the socket open, and the HTTP

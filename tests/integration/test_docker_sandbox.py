@@ -6,6 +6,11 @@ the profile's knobs (workspace modes, mounts, cwd, transcript), exit codes,
 stream separation, engine trouble and ``reap``. The conftest fails any test
 that leaves a ``hookcage.managed`` container behind.
 
+Every test that runs hooks does so twice: ``cold`` (a fresh container per
+run, ``DockerSandbox``) and ``warm`` (a pre-started pooled container,
+``PooledDockerSandbox``; the helpers fill the pool for the run's key first
+and check the run was indeed served warm).
+
 Nothing here leaves the machine: the network is disabled, so connects fail
 with "network unreachable" before a packet is built, and the hook that tries
 them first checks that only ``lo`` exists.
@@ -22,7 +27,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,7 @@ from executor.sandbox.docker import (
     engine_info,
     reap,
 )
+from executor.sandbox.pool import PooledDockerSandbox
 
 pytestmark = pytest.mark.docker
 
@@ -47,13 +53,63 @@ LABELS = {
     "hookcage.hook": "integration",
     "hookcage.test-session": os.environ["HOOKCAGE_TEST_SESSION"],
 }
+SESSION_LABELS = {"hookcage.test-session": os.environ["HOOKCAGE_TEST_SESSION"]}
+SESSION_FILTER = [f"{MANAGED_LABEL}=true", f"hookcage.test-session={os.environ['HOOKCAGE_TEST_SESSION']}"]
+
+
+SandboxMaker = Callable[..., DockerSandbox]
+
+
+@pytest.fixture(params=["cold", "warm"])
+def make_sandbox(
+    request: pytest.FixtureRequest, docker_api: Any, runner_image: str
+) -> Iterator[SandboxMaker]:
+    """Makes docker backends of this test's path (``cold`` or ``warm``); closes them after."""
+    made: list[DockerSandbox] = []
+
+    def make(**options: Any) -> DockerSandbox:
+        options.setdefault("image", runner_image)
+        backend: DockerSandbox
+        if request.param == "warm":
+            backend = PooledDockerSandbox(
+                client=docker_api, labels=SESSION_LABELS, idle_timeout=120, **options
+            )
+        else:
+            backend = DockerSandbox(client=docker_api, **options)
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        backend.close()
 
 
 @pytest.fixture
-def sandbox(docker_api: Any, runner_image: str) -> Iterator[DockerSandbox]:
-    with DockerSandbox(client=docker_api, image=runner_image) as backend:
+def sandbox(make_sandbox: SandboxMaker) -> Iterator[DockerSandbox]:
+    with make_sandbox() as backend:
         assert isinstance(backend, DockerSandbox)
         yield backend
+
+
+def run_request(sandbox: Sandbox, request: RunRequest, *, warm: bool = True) -> RunResult:
+    """``sandbox.run(request)``; on a pool, fill it for the request first and check
+    the run was served warm (``warm=False``: also accept a cold run)."""
+    return timed_run_request(sandbox, request, warm=warm)[0]
+
+
+def timed_run_request(
+    sandbox: Sandbox, request: RunRequest, *, warm: bool = True
+) -> tuple[RunResult, float]:
+    """``run_request`` and the seconds the run itself took (filling the pool aside)."""
+    if not isinstance(sandbox, PooledDockerSandbox):
+        began = time.monotonic()
+        return sandbox.run(request), time.monotonic() - began
+    assert sandbox.prewarm(request, wait=30), "the pool did not fill"
+    began = time.monotonic()
+    result, path = sandbox.run_with_path(request)
+    elapsed = time.monotonic() - began
+    assert path == "warm" or not warm, f"served {path}"
+    return result, elapsed
 
 
 def run(
@@ -63,9 +119,26 @@ def run(
     *,
     timeout: float = 10.0,
     cwd: Path | None = None,
+    warm: bool = True,
     **kwargs: Any,
 ) -> RunResult:
     """Run ``command`` the way the executor would for a hook of this project."""
+    return timed_run(
+        sandbox, workspace, command, timeout=timeout, cwd=cwd, warm=warm, **kwargs
+    )[0]
+
+
+def timed_run(
+    sandbox: Sandbox,
+    workspace: Path,
+    command: str,
+    *,
+    timeout: float = 10.0,
+    cwd: Path | None = None,
+    warm: bool = True,
+    **kwargs: Any,
+) -> tuple[RunResult, float]:
+    """``run``, and the seconds the run took (filling the pool aside)."""
     request = RunRequest(
         command=command,
         cwd=str(cwd or workspace),
@@ -75,13 +148,30 @@ def run(
         labels=LABELS,
         **kwargs,
     )
-    return sandbox.run(request)
+    return timed_run_request(sandbox, request, warm=warm)
 
 
 def managed_containers(docker_api: Any) -> list[Any]:
-    """This test session's hookcage containers (other sessions may share the engine)."""
-    labels = [f"{MANAGED_LABEL}=true", f"hookcage.test-session={os.environ['HOOKCAGE_TEST_SESSION']}"]
-    return list(docker_api.containers(all=True, filters={"label": labels}))
+    return list(docker_api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"}))
+
+
+def run_containers_left(docker_api: Any, sandbox: Sandbox) -> list[str]:
+    """This session's managed containers left after a run, a pool's spares aside.
+
+    A cold run removes its container before it returns; a pooled run's is
+    removed in the background right after, so it gets two seconds.
+    """
+    deadline = time.monotonic() + (2.0 if isinstance(sandbox, PooledDockerSandbox) else 0.0)
+    while True:
+        spares = set(sandbox.spares()) if isinstance(sandbox, PooledDockerSandbox) else set()
+        left = [
+            c["Id"]
+            for c in docker_api.containers(all=True, filters={"label": SESSION_FILTER})
+            if c["Id"] not in spares
+        ]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)
 
 
 def lines(data: bytes) -> list[str]:
@@ -272,16 +362,14 @@ def test_10_fork_bomb_is_stopped_by_the_pids_limit(sandbox: DockerSandbox, works
 
     thread = threading.Thread(target=bystander_hook)
     thread.start()
-    began = time.monotonic()
     # The shell itself loops without forking so the bomb keeps going until the timeout.
-    result = run(
+    result, elapsed = timed_run(
         sandbox,
         workspace,
         "f(){ f|f& }; f; while :; do :; done",
         timeout=3,
         options=SandboxOptions(pids=64),
     )
-    elapsed = time.monotonic() - began
     thread.join(15)
     assert result.timed_out and result.exit_code is None and not result.oom_killed
     assert b"Cannot fork" in result.stderr or b"Resource temporarily unavailable" in result.stderr
@@ -306,9 +394,7 @@ def test_11_memory_hog_is_oom_killed_without_swap(sandbox: DockerSandbox, worksp
 
 
 def test_12_busy_loop_is_killed_at_the_timeout(sandbox: DockerSandbox, workspace: Path) -> None:
-    began = time.monotonic()
-    result = run(sandbox, workspace, "echo started; while :; do :; done", timeout=2)
-    elapsed = time.monotonic() - began
+    result, elapsed = timed_run(sandbox, workspace, "echo started; while :; do :; done", timeout=2)
     assert result.timed_out is True
     assert result.exit_code is None and not result.oom_killed
     assert result.stdout == b"started\n"
@@ -326,21 +412,18 @@ def test_12_busy_loop_is_killed_at_the_timeout(sandbox: DockerSandbox, workspace
 def test_13_background_children_do_not_hang_the_run(
     sandbox: DockerSandbox, workspace: Path, docker_api: Any, command: str
 ) -> None:
-    began = time.monotonic()
-    result = run(sandbox, workspace, command, timeout=20)
-    assert time.monotonic() - began < 3
+    result, elapsed = timed_run(sandbox, workspace, command, timeout=20)
+    assert elapsed < 3
     assert result.exit_code == 0 and not result.timed_out
     assert result.stdout == b"detached\n"
-    assert managed_containers(docker_api) == []
+    assert run_containers_left(docker_api, sandbox) == []
 
 
 def test_14_endless_output_is_capped_and_memory_stays_bounded(
     sandbox: DockerSandbox, workspace: Path
 ) -> None:
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    began = time.monotonic()
-    result = run(sandbox, workspace, "yes | head -c 5G", timeout=10, output_cap=MiB)
-    elapsed = time.monotonic() - began
+    result, elapsed = timed_run(sandbox, workspace, "yes | head -c 5G", timeout=10, output_cap=MiB)
     rss_growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) * 1024
     assert result.stdout == b"y\n" * (MiB // 2)
     assert result.stdout_truncated and not result.stderr_truncated
@@ -400,16 +483,16 @@ def host_ssh_canary() -> Iterator[tuple[Path, str]]:
 
 @pytest.mark.parametrize("user", [None, "0:0"], ids=["default-user", "container-root"])
 def test_17_host_home_secrets_are_not_present(
-    docker_api: Any,
-    runner_image: str,
+    make_sandbox: SandboxMaker,
     workspace: Path,
     host_ssh_canary: tuple[Path, str],
     user: str | None,
 ) -> None:
     home, canary = host_ssh_canary
     # As root in the container too: absence, not merely a permission error.
-    with DockerSandbox(client=docker_api, image=runner_image, user=user) as backend:
-        result = backend.run(
+    with make_sandbox(user=user) as backend:
+        result = run_request(
+            backend,
             RunRequest(
                 labels=LABELS,
                 command=f"for d in {home}/.ssh {home}/.aws {home}/.config /root/.ssh /home; do "
@@ -418,7 +501,7 @@ def test_17_host_home_secrets_are_not_present(
                 project_dir=str(workspace),
                 cwd=str(workspace),
                 timeout=20,
-            )
+            ),
         )
     assert not result.timed_out
     assert result.exit_code != 0  # cat found nothing, grep found nothing
@@ -453,9 +536,9 @@ def suid_image(docker_api: Any, runner_image: str) -> Iterator[str]:
 
 
 def test_18_setuid_binaries_and_su_do_not_raise_privileges(
-    docker_api: Any, suid_image: str, workspace: Path
+    make_sandbox: SandboxMaker, suid_image: str, workspace: Path
 ) -> None:
-    with DockerSandbox(client=docker_api, image=suid_image) as backend:
+    with make_sandbox(image=suid_image) as backend:
         result = run(
             backend,
             workspace,
@@ -488,9 +571,9 @@ def test_19_no_capabilities(sandbox: DockerSandbox, workspace: Path) -> None:
 
 @pytest.mark.parametrize("user", [None, "0:0"], ids=["default-user", "container-root"])
 def test_20_mount_and_unshare_are_refused(
-    docker_api: Any, runner_image: str, workspace: Path, user: str | None
+    make_sandbox: SandboxMaker, workspace: Path, user: str | None
 ) -> None:
-    with DockerSandbox(client=docker_api, image=runner_image, user=user) as backend:
+    with make_sandbox(user=user) as backend:
         result = run(
             backend,
             workspace,
@@ -523,7 +606,8 @@ def test_22_only_the_containers_processes_are_visible(
     processes = {tuple(line.split(None, 1)) for line in lines(result.stdout)}
     assert ("1", "docker-init") in processes
     assert {comm for _, comm in processes} <= {"docker-init", "sh", "ps"}
-    assert len(processes) <= 3
+    # Warm: the pool's bootstrap (an sh) waits for the hook, nothing else.
+    assert len(processes) <= (4 if isinstance(sandbox, PooledDockerSandbox) else 3)
 
 
 @pytest.mark.parametrize(
@@ -539,9 +623,8 @@ def test_22_only_the_containers_processes_are_visible(
 def test_23_large_or_missing_stdin_is_handled(
     sandbox: DockerSandbox, workspace: Path, stdin: bytes, command: str, expected: bytes
 ) -> None:
-    began = time.monotonic()
-    result = run(sandbox, workspace, command, stdin=stdin, timeout=20)
-    assert time.monotonic() - began < 5
+    result, elapsed = timed_run(sandbox, workspace, command, stdin=stdin, timeout=20)
+    assert elapsed < 5
     assert result.exit_code == 0 and not result.timed_out
     assert result.stdout == expected
 
@@ -642,7 +725,8 @@ def test_parallel_runs_share_one_client(sandbox: DockerSandbox, workspace: Path)
     results: dict[int, RunResult] = {}
 
     def hook(i: int) -> None:
-        results[i] = run(sandbox, workspace, f"cat; echo {i}", stdin=f"in{i} ".encode())
+        # On a pool of 2, some of the 4 go cold: both paths at once.
+        results[i] = run(sandbox, workspace, f"cat; echo {i}", stdin=f"in{i} ".encode(), warm=False)
 
     threads = [threading.Thread(target=hook, args=(i,)) for i in range(4)]
     for thread in threads:

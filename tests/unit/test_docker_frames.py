@@ -40,12 +40,12 @@ from executor.sandbox.docker import (
     FrameError,
     FrameState,
     _is_transient,
-    _retrying,
     container_args,
     default_user,
     demux_frames,
     map_engine_error,
     pump,
+    retry_transient,
 )
 
 URL = "unix:///var/run/docker.sock"
@@ -446,7 +446,7 @@ def test_retry_is_bounded_and_succeeds_after_transient_failures() -> None:
             raise api_error(500, "busy")
         return "ok"
 
-    assert _retrying(flaky) == "ok"
+    assert retry_transient(flaky) == "ok"
     assert len(calls) == 3
 
     calls.clear()
@@ -456,7 +456,7 @@ def test_retry_is_bounded_and_succeeds_after_transient_failures() -> None:
         raise api_error(500, "busy")
 
     with pytest.raises(docker.errors.APIError):
-        _retrying(broken)
+        retry_transient(broken)
     assert len(calls) == 3
 
 
@@ -468,7 +468,7 @@ def test_permanent_failures_are_not_retried() -> None:
         raise api_error(404, "No such container", docker.errors.NotFound)
 
     with pytest.raises(docker.errors.NotFound):
-        _retrying(missing)
+        retry_transient(missing)
     assert len(calls) == 1
 
 

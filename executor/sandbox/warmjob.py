@@ -1,0 +1,303 @@
+"""The warm pool's job protocol (pure): the bootstrap, the job, the end markers.
+
+The container side is ``BOOTSTRAP``, a POSIX sh script; the host side
+encodes one job (``encode_job``) and reads the output back
+(``JobReader``). No I/O here: ``executor.sandbox.pool`` moves the bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+from executor.sandbox.docker import STDERR
+
+JOB_TAG = "hookcage-job/1"
+READY_LINE = b"hookcage-ready\n"
+"""What the bootstrap prints on stdout once its idle watchdog is armed."""
+ACK_PREFIX = b"hookcage-job "
+END_PREFIX = b"hookcage-end "
+
+
+# --------------------------------------------------------------------------
+# The bootstrap (runs in the container; POSIX sh, dash and busybox ash)
+# --------------------------------------------------------------------------
+
+BOOTSTRAP = r"""
+unset _hc_idle _hc_l _hc_n _hc_v _hc_i _hc_e _hc_t _hc_k _hc_x _hc_mp _hc_ok
+unset _hc_nonce _hc_nenv _hc_d _hc_c _hc_rc _hc_oom _hc_f _hc_o _hc_ov
+_hc_o=${OLDPWD+set}
+_hc_ov=${OLDPWD-}
+_hc_idle=$1
+shift
+printf 'hookcage-ready\n'
+if command -v timeout >/dev/null 2>&1; then
+    _hc_l=$(timeout "$_hc_idle" /bin/sh -c 'IFS= read -r l && printf %s "$l"')
+else
+    IFS= read -r _hc_l
+fi
+[ "$_hc_l" = hookcage-job/1 ] || exit 0
+IFS= read -r _hc_nonce || exit 0
+IFS= read -r _hc_nenv || exit 0
+case $_hc_nonce in '' | *[!0-9a-f]*) exit 0 ;; esac
+case $_hc_nenv in '' | *[!0-9]*) exit 0 ;; esac
+_hc_field() {
+    IFS= read -r _hc_n || exit 0
+    case $_hc_n in '' | *[!0-9]*) exit 0 ;; esac
+    _hc_v=
+    _hc_i=0
+    while [ "$_hc_i" -lt "$_hc_n" ]; do
+        IFS= read -r _hc_l || exit 0
+        if [ "$_hc_i" -eq 0 ]; then
+            _hc_v=$_hc_l
+        else
+            _hc_v="$_hc_v
+$_hc_l"
+        fi
+        _hc_i=$((_hc_i + 1))
+    done
+}
+for _hc_t in "$@"; do
+    _hc_ok=
+    while read -r _hc_x _hc_x _hc_x _hc_x _hc_mp _hc_x; do
+        if [ "$_hc_mp" = "$_hc_t" ]; then
+            _hc_ok=1
+            break
+        fi
+    done </proc/self/mountinfo
+    [ -n "$_hc_ok" ] || exit 0
+done
+_hc_field
+_hc_d=$_hc_v
+_hc_field
+_hc_c=$_hc_v
+set --
+_hc_e=0
+while [ "$_hc_e" -lt "$_hc_nenv" ]; do
+    _hc_field
+    set -- "$@" "$_hc_v"
+    _hc_e=$((_hc_e + 1))
+done
+cd -P -- "$_hc_d" 2>/dev/null || exit 0
+if [ -n "$_hc_o" ]; then OLDPWD=$_hc_ov; else unset OLDPWD; fi
+unset SHLVL
+printf 'hookcage-job %s\n' "$_hc_nonce"
+env -- "$@" /bin/sh -c "$_hc_c"
+_hc_rc=$?
+if [ "$PPID" = 1 ] && read -r _hc_x </proc/1/comm && [ "$_hc_x" = docker-init ]; then
+    kill -s KILL -1 2>/dev/null
+fi
+_hc_oom=-
+for _hc_f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
+    if [ -r "$_hc_f" ]; then
+        while read -r _hc_k _hc_x; do
+            if [ "$_hc_k" = oom_kill ]; then _hc_oom=$_hc_x; fi
+        done <"$_hc_f"
+        break
+    fi
+done
+printf 'hookcage-end %s %s %s\n' "$_hc_nonce" "$_hc_rc" "$_hc_oom"
+printf 'hookcage-end %s %s %s\n' "$_hc_nonce" "$_hc_rc" "$_hc_oom" >&2
+exit "$_hc_rc"
+"""
+"""The pooled container's program; its arguments are the idle timeout and the
+overlay mount points to check (mountinfo-escaped).
+
+It prints ``READY_LINE`` and waits for the job's first line under
+``timeout`` (coreutils and busybox have it; without it, until end of input:
+the pool's process dying closes the container's stdin too), so that it exits
+by itself after ``idle_timeout`` seconds without a job. The line is read by
+a child (``read`` reads byte by byte: nothing past the line is consumed);
+nothing is ever signalled or waited for with the ``wait`` builtin, which
+dash can miss a child's exit in.
+
+Every variable it sets is unset first (had the image's environment one, it
+would be exported) and none is exported: the hook's environment is the
+container's (what the cold path gives, minus the request's part) plus the
+job's ``NAME=VALUE`` entries; ``OLDPWD`` (which ``cd`` sets) is put back and
+``SHLVL`` (which bash and busybox sh raise) removed. ``env`` rather than
+``env -i``: ``-i`` would drop the image's own ``ENV`` and ``HOSTNAME``, which
+a cold run has.
+
+After the hook, ``kill -1`` (every process of the container's user but
+pid 1 and itself) does what a cold run's end does to leftovers; it runs only
+when pid 1 is ``docker-init`` and the bootstrap's parent, i.e. in the
+container's own pid namespace. Never run this script anywhere else."""
+
+
+def bootstrap_command(idle_timeout: float, mount_points: Sequence[str] = ()) -> list[str]:
+    """The pooled container's command: ``/bin/sh -c BOOTSTRAP`` and its arguments.
+
+    Args:
+        idle_timeout: seconds after which the container exits if no job came.
+        mount_points: the overlay targets as ``/proc/self/mountinfo`` shows them.
+    """
+    seconds = max(1, math.ceil(idle_timeout))
+    return ["/bin/sh", "-c", BOOTSTRAP, "hookcage-pool", str(seconds), *mount_points]
+
+
+def mountinfo_escape(path: str) -> str:
+    """``path`` as the kernel writes a mount point in ``/proc/*/mountinfo``."""
+    return "".join(f"\\{ord(c):03o}" if c in " \t\n\\" else c for c in path)
+
+
+def _field(value: str) -> bytes:
+    lines = value.encode("utf-8", "surrogateescape").split(b"\n")
+    return str(len(lines)).encode() + b"\n" + b"".join(line + b"\n" for line in lines)
+
+
+def encode_job(nonce: str, cwd: str, command: str, env: Mapping[str, str]) -> bytes:
+    """The bytes that hand one job to the bootstrap (sent before the hook's stdin).
+
+    Three header lines (``hookcage-job/1``, the nonce, the number of
+    environment entries), then fields: the working directory, the command,
+    then the ``NAME=VALUE`` entries. A field is its number of lines and
+    those lines: ``read -r`` takes them back without any decoding, and no
+    value is ever part of the script's text.
+
+    Raises:
+        ValueError: a nonce that is not lowercase hex, or a NUL byte anywhere.
+    """
+    if not re.fullmatch(r"[0-9a-f]{8,64}", nonce):
+        raise ValueError("the nonce must be 8 to 64 lowercase hex digits")
+    entries = [f"{name}={value}" for name, value in env.items()]
+    if any("\0" in text for text in (cwd, command, *entries)):
+        raise ValueError("a job field holds a NUL byte")
+    header = f"{JOB_TAG}\n{nonce}\n{len(entries)}\n".encode()
+    return header + b"".join(_field(text) for text in (cwd, command, *entries))
+
+
+# --------------------------------------------------------------------------
+# Reading a job's output: acknowledgement and end markers (pure)
+# --------------------------------------------------------------------------
+
+_COMPLETE = re.compile(rb"([0-9]{1,3}) ([0-9]{1,10}|-)\n")
+_PARTIAL = re.compile(rb"(?:[0-9]{1,3}(?: (?:[0-9]{0,10}|-))?)?")
+
+
+class EndScanner:
+    """Finds the end marker of one job at the very end of one stream.
+
+    ``feed`` returns the bytes that are surely output and holds back a tail
+    that is, or may become, ``hookcage-end NONCE STATUS OOM\\n``. A marker
+    counts only while nothing follows it: more bytes on the stream turn a
+    held marker back into output. A marker with another nonce is output.
+    """
+
+    def __init__(self, nonce: str) -> None:
+        self._head = END_PREFIX + nonce.encode() + b" "
+        self._window = len(self._head) + 3 + 1 + 10 + 1
+        self._held = b""
+        self.ended = False
+        self.status: int | None = None
+        self.oom_kills: int | None = None
+
+    def feed(self, data: bytes | memoryview) -> bytes | memoryview:
+        """Take the next bytes of the stream; return what is surely output.
+
+        Only the last bytes can hold a marker: a long piece is not copied.
+        """
+        if not data:
+            return b""
+        buf = self._held + bytes(data) if self._held else data
+        self.ended, self.status, self.oom_kills = False, None, None
+        low = max(0, len(buf) - self._window)
+        tail = bytes(buf[low:])
+        start = tail.rfind(self._head)
+        if start >= 0:
+            rest = tail[start + len(self._head) :]
+            complete = _COMPLETE.fullmatch(rest)
+            if complete or _PARTIAL.fullmatch(rest):
+                self._held = tail[start:]
+                if complete:
+                    self.ended = True
+                    self.status = int(complete.group(1))
+                    oom = complete.group(2)
+                    self.oom_kills = None if oom == b"-" else int(oom)
+                return buf[: low + start]
+        keep = _prefix_suffix(tail, self._head)
+        self._held = tail[len(tail) - keep :]
+        return buf[: len(buf) - keep]
+
+    def finish(self, *, marker_is_output: bool = False) -> bytes:
+        """End of stream: what was held back and is output (a final marker is not,
+        unless ``marker_is_output``)."""
+        held, self._held = self._held, b""
+        if self.ended and not marker_is_output:
+            return b""
+        return held
+
+
+def _prefix_suffix(data: bytes, head: bytes) -> int:
+    """Length of the longest end of ``data`` that is a proper start of ``head``."""
+    for size in range(min(len(data), len(head) - 1), 0, -1):
+        if data.endswith(head[:size]):
+            return size
+    return 0
+
+
+class JobReader:
+    """Splits a pooled run's demultiplexed output into the hook's output and the protocol.
+
+    Stdout starts with ``hookcage-job NONCE\\n`` (the bootstrap runs the hook
+    right after printing it: without it the hook never ran); both streams end
+    with an end marker. Feed pieces as they come, in any order between
+    streams, cut anywhere.
+    """
+
+    def __init__(self, nonce: str) -> None:
+        self._ack = ACK_PREFIX + nonce.encode() + b"\n"
+        self._ack_seen = b""
+        self._ack_failed = False
+        self.acknowledged = False
+        self.out = EndScanner(nonce)
+        self.err = EndScanner(nonce)
+
+    @property
+    def done(self) -> bool:
+        """The hook ran and both streams have ended with this job's marker."""
+        return self.acknowledged and self.out.ended and self.err.ended
+
+    @property
+    def status(self) -> int | None:
+        """The hook's exit status, once done."""
+        return self.out.status if self.done else None
+
+    @property
+    def oom_kills(self) -> int | None:
+        """OOM kills in the container's cgroup during the job (None: unknown), once done."""
+        if not self.done:
+            return None
+        counts = [c for c in (self.out.oom_kills, self.err.oom_kills) if c is not None]
+        return max(counts) if counts else None
+
+    def feed(self, stream: int, data: bytes | memoryview) -> bytes | memoryview:
+        """Take a piece of ``stream`` (``STDOUT`` or ``STDERR``); return the hook's bytes in it."""
+        if stream == STDERR:
+            return self.err.feed(data)
+        if self.acknowledged or self._ack_failed:
+            return self.out.feed(data)
+        need = len(self._ack) - len(self._ack_seen)
+        self._ack_seen += bytes(data[:need])
+        rest = bytes(data[need:])
+        if not self._ack.startswith(self._ack_seen):
+            # Not our bootstrap's first line: none of it is protocol, and no
+            # acknowledgement can come any more.
+            self._ack_failed = True
+            seen, self._ack_seen = self._ack_seen, b""
+            return self.out.feed(seen + rest)
+        if len(self._ack_seen) < len(self._ack):
+            return b""
+        self.acknowledged = True
+        return self.out.feed(rest)
+
+    def finish(self) -> tuple[bytes, bytes]:
+        """End of the attach stream: the held-back bytes of stdout and stderr."""
+        raw = not self.acknowledged  # then no marker can be the bootstrap's
+        out = self._ack_seen if raw else b""
+        self._ack_seen = b""
+        return (
+            out + self.out.finish(marker_is_output=raw),
+            self.err.finish(marker_is_output=raw),
+        )

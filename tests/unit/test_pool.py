@@ -1,0 +1,931 @@
+"""The warm pool's pure parts: the job encoding, the end markers, creation keys, bookkeeping.
+
+No Docker engine: jobs and streams are literal bytes, the pump talks to a
+socketpair, the book runs on a made-up clock. The bootstrap script itself is
+only parsed here (``sh -n``): it ends by killing every process of its user,
+so it must never run outside a container (the integration suite runs it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from executor.sandbox.base import RunRequest, SandboxOptions
+from executor.sandbox.docker import (
+    EXPIRY_MARGIN,
+    STDERR,
+    STDOUT,
+    SYSTEMERR,
+    CappedBuffer,
+    DockerProfile,
+    FrameState,
+    container_args,
+    demux_frames,
+)
+from executor.sandbox.pool import (
+    BOOTSTRAP,
+    READY_LINE,
+    TAKE_MARGIN,
+    EndScanner,
+    JobReader,
+    PoolBook,
+    PooledDockerSandbox,
+    Spare,
+    await_ready,
+    bootstrap_command,
+    creation_key,
+    encode_job,
+    has_writable_bind,
+    mountinfo_escape,
+    pump_job,
+)
+
+NONCE = "0123456789abcdef0123456789abcdef"
+OTHER = "fedcba9876543210fedcba9876543210"
+ACK = f"hookcage-job {NONCE}\n".encode()
+
+
+def marker(status: int | str = 0, oom: int | str = 0, nonce: str = NONCE) -> bytes:
+    return f"hookcage-end {nonce} {status} {oom}\n".encode()
+
+
+def frame(stream: int, payload: bytes) -> bytes:
+    return bytes([stream, 0, 0, 0]) + len(payload).to_bytes(4, "big") + payload
+
+
+# --------------------------------------------------------------------------
+# The job: what the bootstrap reads with `read -r`
+# --------------------------------------------------------------------------
+
+
+def decode_job(data: bytes) -> tuple[str, str, str, list[str], bytes]:
+    """What the bootstrap makes of ``data``, line by line as ``IFS= read -r`` does."""
+    lines = iter(data.split(b"\n"))
+    consumed = 0
+
+    def line() -> bytes:
+        nonlocal consumed
+        text = next(lines)
+        consumed += len(text) + 1
+        return text
+
+    tag, nonce, count = line(), line(), line()
+    assert tag == b"hookcage-job/1"
+
+    def field() -> str:
+        return b"\n".join(line() for _ in range(int(line()))).decode()
+
+    cwd, command = field(), field()
+    env = [field() for _ in range(int(count))]
+    return nonce.decode(), cwd, command, env, data[consumed:]
+
+
+def test_job_is_a_header_and_line_counted_fields() -> None:
+    job = encode_job(NONCE, "/work", "echo hi", {"A": "1", "PATH": "/bin"})
+    assert job == (
+        f"hookcage-job/1\n{NONCE}\n2\n".encode()
+        + b"1\n/work\n"
+        + b"1\necho hi\n"
+        + b"1\nA=1\n"
+        + b"1\nPATH=/bin\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "\n", "a\n", "\na", "two\nlines", "trailing  ", "  leading", "back\\slash\\", "$(id) `id` ;'\"",
+     "tab\there", "\r\n", "ünïcödé", "x" * 10000],
+)
+def test_any_value_comes_back_exactly(value: str) -> None:
+    job = encode_job(NONCE, value, value, {"V": value})
+    assert decode_job(job + b"stdin follows\n") == (NONCE, value, value, [f"V={value}"], b"stdin follows\n")
+
+
+def test_a_newline_in_a_value_is_a_line_count_not_an_escape() -> None:
+    assert encode_job(NONCE, "/", "a\nb\n", {}) == f"hookcage-job/1\n{NONCE}\n0\n1\n/\n3\na\nb\n\n".encode()
+
+
+@pytest.mark.parametrize(
+    ("nonce", "cwd", "command", "env"),
+    [
+        ("NOT-HEX", "/", "true", {}),
+        ("abc", "/", "true", {}),  # too short
+        (NONCE, "/", "true\0", {}),
+        (NONCE, "/\0", "true", {}),
+        (NONCE, "/", "true", {"A": "\0"}),
+    ],
+)
+def test_bad_job_fields_are_refused(nonce: str, cwd: str, command: str, env: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        encode_job(nonce, cwd, command, env)
+
+
+def test_bootstrap_command_passes_only_the_idle_timeout_and_mount_points() -> None:
+    argv = bootstrap_command(2.2, ["/w/a\\040b"])
+    assert argv[:3] == ["/bin/sh", "-c", BOOTSTRAP]
+    assert argv[3:] == ["hookcage-pool", "3", "/w/a\\040b"]
+    assert bootstrap_command(0.1)[3:] == ["hookcage-pool", "1"]
+
+
+@pytest.mark.parametrize("shell", [["dash", "-n"], ["bash", "--posix", "-n"], ["busybox", "sh", "-n"]])
+def test_bootstrap_parses_in_posix_shells(shell: list[str]) -> None:
+    if shutil.which(shell[0]) is None:
+        pytest.skip(f"{shell[0]} is not installed")
+    # -n: parse only. Never run it here: it ends with `kill -1`.
+    done = subprocess.run([*shell, "-c", BOOTSTRAP], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_bootstrap_never_exports_and_unsets_what_it_uses() -> None:
+    assert "export" not in BOOTSTRAP and "set -a" not in BOOTSTRAP
+    names = set()
+    for word in BOOTSTRAP.replace("$", " ").replace("{", " ").replace("=", " ").split():
+        if word.startswith("_hc_") and word.isidentifier() and word != "_hc_field":
+            names.add(word)
+    unset = {w for line in BOOTSTRAP.splitlines() if line.startswith("unset ") for w in line.split()[1:]}
+    assert names <= unset
+
+
+@pytest.mark.parametrize(
+    ("path", "escaped"),
+    [
+        ("/w/plain", "/w/plain"),
+        ("/w/a b", "/w/a\\040b"),
+        ("/w/tab\there", "/w/tab\\011here"),
+        ("/w/new\nline", "/w/new\\012line"),
+        ("/w/back\\slash", "/w/back\\134slash"),
+        ("/w/ünï", "/w/ünï"),
+    ],
+)
+def test_mount_points_are_escaped_as_mountinfo_shows_them(path: str, escaped: str) -> None:
+    assert mountinfo_escape(path) == escaped
+
+
+# --------------------------------------------------------------------------
+# End markers: only this job's, only at the very end
+# --------------------------------------------------------------------------
+
+
+def scan(pieces: list[bytes], nonce: str = NONCE) -> tuple[bytes, EndScanner]:
+    scanner = EndScanner(nonce)
+    out = b"".join(scanner.feed(p) for p in pieces)
+    return out, scanner
+
+
+def test_marker_at_the_end_ends_the_stream_and_is_not_output() -> None:
+    out, scanner = scan([b"hello\n" + marker(3, 0)])
+    assert out == b"hello\n"
+    assert (scanner.ended, scanner.status, scanner.oom_kills) == (True, 3, 0)
+
+
+def test_marker_after_output_without_a_newline() -> None:
+    out, scanner = scan([b"no newline", marker(0, 2)])
+    assert out == b"no newline"
+    assert (scanner.ended, scanner.status, scanner.oom_kills) == (True, 0, 2)
+
+
+def test_unknown_oom_count() -> None:
+    _, scanner = scan([marker(137, "-")])
+    assert (scanner.ended, scanner.status, scanner.oom_kills) == (True, 137, None)
+
+
+def test_marker_split_anywhere_is_found() -> None:
+    data = b"output line\n" + marker(42, 1)
+    for cut in range(len(data) + 1):
+        out, scanner = scan([data[:cut], data[cut:]])
+        assert out == b"output line\n", cut
+        assert scanner.ended and scanner.status == 42, cut
+    out, scanner = scan([bytes([b]) for b in data])
+    assert out == b"output line\n" and scanner.ended
+
+
+def test_a_marker_with_another_nonce_is_output() -> None:
+    forged = marker(0, 0, nonce=OTHER)
+    out, scanner = scan([b"a\n", forged, b"b\n"])
+    assert out == b"a\n" + forged + b"b\n"
+    assert not scanner.ended
+    out, scanner = scan([forged])  # even as the very last bytes
+    assert not scanner.ended
+    assert out + scanner.finish() == forged
+
+
+def test_a_marker_followed_by_more_output_is_output() -> None:
+    # Only the last bytes of the stream can be the end: what follows a marker
+    # proves it was not the bootstrap's.
+    out, scanner = scan([b"x" + marker(0, 0), b"more\n"])
+    assert not scanner.ended
+    assert out + scanner.finish() == b"x" + marker(0, 0) + b"more\n"
+
+
+def test_output_after_a_forged_marker_and_then_the_real_end() -> None:
+    data = marker(0, 0, nonce=OTHER) + b"after the forgery\n" + marker(5, 0)
+    for cut in range(len(data) + 1):
+        out, scanner = scan([data[:cut], data[cut:]])
+        assert out == marker(0, 0, nonce=OTHER) + b"after the forgery\n", cut
+        assert scanner.ended and scanner.status == 5
+
+
+@pytest.mark.parametrize(
+    "almost",
+    [
+        f"hookcage-end {NONCE} 0 0".encode(),  # no newline: not over yet
+        f"hookcage-end {NONCE} 1234 0\n".encode(),  # no status has four digits
+        f"hookcage-end {NONCE} x 0\n".encode(),
+        f"hookcage-end {NONCE}  0 0\n".encode(),
+        f"hookcage-end {NONCE[:-1]} 0 0\n".encode(),
+        f"hookcage-end {NONCE} 0 0\r\n".encode(),
+    ],
+)
+def test_near_markers_do_not_end_the_stream(almost: bytes) -> None:
+    out, scanner = scan([b"o", almost])
+    assert not scanner.ended
+    assert out + scanner.finish() == b"o" + almost
+
+
+def test_held_back_bytes_are_bounded() -> None:
+    scanner = EndScanner(NONCE)
+    out = scanner.feed(b"y" * 100_000 + b"hookcage-end " + NONCE[:10].encode())
+    assert len(out) == 100_000  # only a possible marker's start is held
+    assert scanner.finish() == b"hookcage-end " + NONCE[:10].encode()
+
+
+def test_reader_strips_the_acknowledgement_and_both_markers() -> None:
+    reader = JobReader(NONCE)
+    assert reader.feed(STDOUT, ACK + b"out\n") == b"out\n"
+    assert reader.feed(STDERR, b"err\n" + marker(1, 0)) == b"err\n"
+    assert not reader.done  # stdout's marker is still to come
+    assert reader.feed(STDOUT, marker(1, 0)) == b""
+    assert reader.done and reader.status == 1 and reader.oom_kills == 0
+
+
+def test_reader_with_frames_cut_anywhere_and_streams_interleaved() -> None:
+    stream = (
+        frame(STDERR, b"early err ")
+        + frame(STDOUT, ACK[:7])
+        + frame(STDOUT, ACK[7:] + b"o1 ")
+        + frame(STDERR, marker(0, 0, nonce=OTHER))
+        + frame(STDOUT, b"o2\n" + marker(9, 3)[:20])
+        + frame(STDERR, b"late err\n" + marker(9, 3))
+        + frame(STDOUT, marker(9, 3)[20:])
+    )
+    for cut in range(0, len(stream) + 1, 3):
+        reader, state = JobReader(NONCE), FrameState()
+        got = {STDOUT: b"", STDERR: b""}
+        for read in (stream[:cut], stream[cut:]):
+            state, pieces = demux_frames(state, read)
+            for s, piece in pieces:
+                got[s] += reader.feed(s, piece)
+        assert reader.done, cut
+        assert (reader.status, reader.oom_kills) == (9, 3)
+        assert got[STDOUT] == b"o1 o2\n", cut
+        assert got[STDERR] == b"early err " + marker(0, 0, nonce=OTHER) + b"late err\n", cut
+
+
+def test_reader_without_acknowledgement_never_ends_and_gives_everything_back() -> None:
+    reader = JobReader(NONCE)
+    out = reader.feed(STDOUT, b"something else\n" + marker(0, 0))
+    err = reader.feed(STDERR, marker(0, 0))
+    assert not reader.acknowledged and not reader.done and reader.status is None
+    rest_out, rest_err = reader.finish()
+    assert out + rest_out == b"something else\n" + marker(0, 0)
+    assert err + rest_err == marker(0, 0)
+
+
+def test_reader_partial_acknowledgement_at_eof_is_output() -> None:
+    reader = JobReader(NONCE)
+    assert reader.feed(STDOUT, ACK[:5]) == b""
+    assert reader.finish() == (ACK[:5], b"")
+    assert not reader.acknowledged
+
+
+# --------------------------------------------------------------------------
+# The pump, against a fake bootstrap on a socketpair
+# --------------------------------------------------------------------------
+
+
+class FakeBootstrap(threading.Thread):
+    """The container's side: reads the job and stdin until EOF, then answers."""
+
+    def __init__(self, sock: socket.socket, reply: bytes, *, read_all: bool = True) -> None:
+        super().__init__(daemon=True)
+        self.sock, self.reply, self.read_all = sock, reply, read_all
+        self.received = bytearray()
+
+    def run(self) -> None:
+        while self.read_all:
+            data = self.sock.recv(65536)
+            if not data:
+                break
+            self.received += data
+        self.sock.sendall(self.reply)
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    ours, theirs = socket.socketpair()
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+def pump(
+    ours: socket.socket, data: bytes, timeout: float = 5.0, *, until_eof: bool = False
+) -> tuple[str, JobReader, bytes, bytes]:
+    reader, out, err = JobReader(NONCE), CappedBuffer(1 << 20), CappedBuffer(1 << 20)
+    end = pump_job(ours, data, time.monotonic() + timeout, reader, out, err, until_eof=until_eof)
+    return end, reader, out.getvalue(), err.getvalue()
+
+
+def test_pump_returns_on_both_markers_without_waiting_for_the_stream_to_end(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, theirs = pair
+    job = encode_job(NONCE, "/", "cat", {}) + b"stdin bytes"
+    reply = (
+        frame(STDOUT, ACK + b"stdin bytes")
+        + frame(STDERR, marker(0, 0))
+        + frame(SYSTEMERR, b"engine note\n")
+        + frame(STDOUT, marker(0, 0))
+    )
+    engine = FakeBootstrap(theirs, reply)
+    engine.start()
+    began = time.monotonic()
+    end, reader, out, err = pump(ours, job)
+    assert end == "done" and time.monotonic() - began < 2  # the socket is still open
+    assert (out, err) == (b"stdin bytes", b"engine note\n")
+    assert reader.status == 0
+    engine.join(2)
+    assert bytes(engine.received) == job  # then our half-close
+
+
+def test_pump_forged_markers_do_not_end_the_run(pair: tuple[socket.socket, socket.socket]) -> None:
+    ours, theirs = pair
+    forged = marker(0, 0, nonce=OTHER)
+    reply = frame(STDOUT, ACK + forged) + frame(STDERR, forged) + frame(STDOUT, b"still here\n")
+    FakeBootstrap(theirs, reply).start()
+    end, reader, out, err = pump(ours, encode_job(NONCE, "/", "x", {}), timeout=0.5)
+    assert end == "deadline" and not reader.done
+    assert out == forged + b"still here\n"
+    assert err == forged  # not this job's nonce: output like any other
+
+
+def test_pump_until_eof_does_not_end_on_markers_while_the_stream_is_open(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    # A hook that stole its nonce prints this job's markers and lives on:
+    # with a writable mount the run must not end before its last process.
+    ours, theirs = pair
+    FakeBootstrap(theirs, frame(STDOUT, ACK + marker(0, 0)) + frame(STDERR, marker(0, 0))).start()
+    end, reader, _, _ = pump(ours, b"job", timeout=0.5, until_eof=True)
+    assert end == "deadline"
+    assert reader.done  # the markers were there: only the open stream kept the run going
+
+
+def test_pump_until_eof_takes_the_last_markers_once_the_stream_ends(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, theirs = pair
+    forged = marker(0, 0)  # this job's nonce, stolen
+    theirs.sendall(
+        frame(STDOUT, ACK + forged)
+        + frame(STDERR, forged)
+        + frame(STDOUT, b"still here\n" + marker(3, 0))
+        + frame(STDERR, marker(3, 0))
+    )
+    theirs.shutdown(socket.SHUT_WR)  # the container's last process is gone
+    end, reader, out, err = pump(ours, b"job", until_eof=True)
+    assert end == "done" and reader.status == 3
+    assert out == forged + b"still here\n"
+    assert err == forged
+
+
+def test_pump_end_of_stream_without_markers(pair: tuple[socket.socket, socket.socket]) -> None:
+    ours, theirs = pair
+    theirs.sendall(frame(STDOUT, ACK + b"partial " + marker(0, 0)[:15]))
+    theirs.shutdown(socket.SHUT_WR)  # the container died
+    end, reader, out, _ = pump(ours, b"job")
+    assert end == "eof" and reader.acknowledged and not reader.done
+    assert out == b"partial " + marker(0, 0)[:15]
+
+
+def test_pump_returns_with_stdin_unsent_when_the_hook_ignores_it(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, theirs = pair
+    FakeBootstrap(theirs, frame(STDOUT, ACK + marker(0, 0)) + frame(STDERR, marker(0, 0)), read_all=False).start()
+    end, _, _, _ = pump(ours, b"z" * (32 << 20))
+    assert end == "done"
+
+
+def test_await_ready_reads_exactly_the_ready_line(pair: tuple[socket.socket, socket.socket]) -> None:
+    ours, theirs = pair
+    theirs.sendall(frame(STDOUT, READY_LINE[:4]) + frame(STDOUT, READY_LINE[4:]))
+    assert await_ready(ours, time.monotonic() + 1)
+    theirs.sendall(frame(STDOUT, b"later"))
+    assert ours.recv(100) == frame(STDOUT, b"later")  # nothing past it was consumed
+
+
+@pytest.mark.parametrize(
+    "data", [frame(STDERR, READY_LINE), frame(STDOUT, b"sh: 1: sleep: not found\n"), b""]
+)
+def test_await_ready_refuses_anything_else(
+    pair: tuple[socket.socket, socket.socket], data: bytes
+) -> None:
+    ours, theirs = pair
+    theirs.sendall(data)
+    if not data:
+        theirs.shutdown(socket.SHUT_WR)
+    assert not await_ready(ours, time.monotonic() + 0.3)
+
+
+# --------------------------------------------------------------------------
+# Creation keys
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "hook.sh").write_text("echo hi\n")
+    (root / "other.sh").write_text("echo other\n")
+    return root
+
+
+def key_of(request: RunRequest) -> str:
+    create, host = container_args(DockerProfile(user="1000:1000"), request, name="n", now=0.0)
+    return creation_key(create, host, [str(Path(t)) for t in request.overlays])
+
+
+def test_per_run_values_do_not_change_the_key(project: Path, tmp_path: Path) -> None:
+    staged_a, staged_b = tmp_path / "a", tmp_path / "b"
+    staged_a.write_text("1")
+    staged_b.write_text("2")
+    base = RunRequest(
+        command="sh hook.sh", project_dir=str(project), cwd=str(project),
+        overlays={str(project / "hook.sh"): str(staged_a)},
+    )
+    variant = RunRequest(
+        command="other", stdin=b"{}", cwd=str(project / "src"), env={"A": "1"}, timeout=3,
+        project_dir=str(project), labels={"hookcage.hook": "x"}, output_cap=10,
+        overlays={str(project / "hook.sh"): str(staged_b)},
+    )
+    assert key_of(base) == key_of(variant)
+
+
+def test_what_is_fixed_at_creation_changes_the_key(project: Path, tmp_path: Path) -> None:
+    staged = tmp_path / "s"
+    staged.write_text("1")
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("{}\n")
+    base = RunRequest(command="c", project_dir=str(project), cwd=str(project))
+    variants = [
+        RunRequest(command="c", project_dir=str(project / "src"), cwd=str(project)),
+        RunRequest(command="c", project_dir=str(project), options=SandboxOptions(workspace="rw")),
+        RunRequest(command="c", project_dir=str(project), options=SandboxOptions(workspace="none")),
+        RunRequest(command="c", project_dir=str(project), options=SandboxOptions(image="other:1")),
+        RunRequest(command="c", project_dir=str(project), options=SandboxOptions(memory="64m")),
+        RunRequest(command="c", project_dir=str(project), options=SandboxOptions(cpus=0.5)),
+        RunRequest(command="c", project_dir=str(project), options=SandboxOptions(pids=64)),
+        RunRequest(command="c", project_dir=str(project), options=SandboxOptions(network="bridge")),
+        RunRequest(
+            command="c", project_dir=str(project), options=SandboxOptions(mounts=(str(project / "src"),))
+        ),
+        RunRequest(command="c", project_dir=str(project), transcript_path=str(transcript)),
+        RunRequest(command="c", project_dir=str(project), overlays={str(project / "hook.sh"): str(staged)}),
+        RunRequest(command="c", project_dir=str(project), overlays={str(project / "other.sh"): str(staged)}),
+    ]
+    keys = {key_of(base), *(key_of(v) for v in variants)}
+    assert len(keys) == len(variants) + 1
+
+
+@pytest.mark.parametrize(
+    ("workspace", "extra", "writable"),
+    [
+        ("ro", [], False),
+        ("none", [], False),
+        ("rw", [], True),
+        ("ro", ["{project}/out"], False),  # extra mounts are always read-only
+    ],
+)
+def test_a_writable_bind_is_told_apart(
+    project: Path, workspace: str, extra: list[str], writable: bool
+) -> None:
+    (project / "out").mkdir(exist_ok=True)
+    options = SandboxOptions(workspace=workspace, mounts=tuple(m.format(project=project) for m in extra))
+    request = RunRequest(command=":", cwd=str(project), project_dir=str(project), options=options)
+    _, host = container_args(DockerProfile(), request, name="x", now=0)
+    assert has_writable_bind(host) is writable
+
+
+def test_profile_changes_the_key(project: Path) -> None:
+    request = RunRequest(command="c", project_dir=str(project))
+    keys = set()
+    for profile in [
+        DockerProfile(user="1000:1000"),
+        DockerProfile(user="1001:1001"),
+        DockerProfile(user="1000:1000", runtime="runsc"),
+        DockerProfile(user="1000:1000", hostname="other"),
+        DockerProfile(user="1000:1000", tmpfs_size="1m"),
+        DockerProfile(user="1000:1000", file_size="1m"),
+    ]:
+        create, host = container_args(profile, request, name="n", now=0.0)
+        keys.add(creation_key(create, host, []))
+    assert len(keys) == 6
+
+
+# --------------------------------------------------------------------------
+# Bookkeeping, on a made-up clock
+# --------------------------------------------------------------------------
+
+IDLE = 100.0
+WALL = 1_000_000.0
+
+
+def spare(key: str, ready: float, name: str = "", *, expires: float | None = None) -> Spare:
+    return Spare(
+        container=name or f"{key}-{ready}",
+        key=key,
+        ready=ready,
+        idle_deadline=ready + IDLE,
+        expires=WALL + IDLE + 60 + EXPIRY_MARGIN if expires is None else expires,
+    )
+
+
+def fill(book: PoolBook, now: float) -> list[str]:
+    """Run the refill side until it has nothing to create; the keys created, in order."""
+    created = []
+    for _ in range(100):
+        plan = book.plan(now)
+        if plan.create is None:
+            return created
+        created.append(plan.create)
+        assert book.add(spare(plan.create, now, f"{plan.create}#{len(created)}"), now)
+    raise AssertionError("the book never stops creating")
+
+
+def test_an_unknown_key_gets_nothing() -> None:
+    book = PoolBook(pool_size=2, pool_total=8, idle_timeout=IDLE)
+    assert book.take("k", 10, 0, WALL) is None
+    assert book.plan(0).create is None
+
+
+def test_a_wanted_key_is_filled_to_pool_size_and_one_spare_serves_one_run() -> None:
+    book = PoolBook(pool_size=2, pool_total=8, idle_timeout=IDLE)
+    book.want("k", 10, now=0)
+    assert fill(book, 0) == ["k", "k"]
+    first = book.take("k", 10, 1, WALL)
+    second = book.take("k", 10, 1, WALL)
+    assert first is not None and second is not None and first is not second
+    assert book.take("k", 10, 1, WALL) is None
+    assert fill(book, 1) == ["k", "k"]
+
+
+def test_a_key_whose_runs_come_in_bursts_keeps_as_many_ready() -> None:
+    # One event with five matching hooks of one shape: five runs at once.
+    book = PoolBook(pool_size=2, pool_total=8, idle_timeout=IDLE)
+    for i in range(5):
+        book.want("k", 10, now=0.01 * i)
+    assert fill(book, 0.1) == ["k"] * 5
+    assert book.size("k") == 5
+
+
+def test_bursts_are_capped_by_the_total_and_prewarms_do_not_count() -> None:
+    book = PoolBook(pool_size=2, pool_total=3, idle_timeout=IDLE)
+    for i in range(10):
+        book.want("k", 10, now=0.01 * i)
+        book.want("p", 10, now=0.01 * i, run=False)
+    assert book.size("k") == 3
+    assert book.size("p") == 2
+    spread = PoolBook(pool_size=2, pool_total=8, idle_timeout=IDLE)
+    for i in range(10):
+        spread.want("k", 10, now=2.0 * i)  # one at a time: no burst
+    assert spread.size("k") == 2
+
+
+def test_no_pool_size_means_no_pool_whatever_the_bursts() -> None:
+    book = PoolBook(pool_size=0, pool_total=8, idle_timeout=IDLE)
+    for i in range(5):
+        book.want("k", 10, now=0.01 * i)
+    assert book.size("k") == 0
+    assert book.plan(0.1).create is None
+
+
+def test_creation_in_flight_counts_against_the_size() -> None:
+    book = PoolBook(pool_size=2, pool_total=8, idle_timeout=IDLE)
+    book.want("k", 10, now=0)
+    assert book.plan(0).create == "k"
+    assert book.plan(0).create == "k"
+    assert book.plan(0).create is None  # two on their way
+
+
+def test_the_total_cap_goes_to_the_most_recently_wanted_keys() -> None:
+    book = PoolBook(pool_size=2, pool_total=3, idle_timeout=IDLE)
+    book.want("old", 10, now=0)
+    assert fill(book, 0) == ["old", "old"]
+    book.want("new", 10, now=1)
+    plan = book.plan(1)
+    # "new" gets its 2, "old" keeps 1: one of its spares goes.
+    assert [s.key for s in plan.discard] == ["old"]
+    assert plan.create == "new"
+    book.add(spare("new", 1), 1)
+    assert fill(book, 1) == ["new"]
+    assert (book.ready("new"), book.ready("old"), book.total()) == (2, 1, 3)
+
+
+def test_spares_near_their_idle_end_are_not_taken_and_get_replaced() -> None:
+    book = PoolBook(pool_size=1, pool_total=8, idle_timeout=IDLE)
+    book.want("k", 10, now=0)
+    fill(book, 0)
+    late = IDLE - TAKE_MARGIN / 2
+    book.want("k", 10, now=late)
+    assert book.take("k", 10, late, WALL) is None  # would die under the job
+    plan = book.plan(late)
+    assert [s.container for s in plan.discard] == ["k#1"]
+    assert plan.create == "k"
+
+
+def test_a_spare_is_only_given_a_run_that_ends_before_its_expiry_label() -> None:
+    book = PoolBook(pool_size=1, pool_total=8, idle_timeout=IDLE)
+    book.want("k", 10, now=0)
+    book.plan(0)
+    book.add(spare("k", 0, expires=WALL + 40 + EXPIRY_MARGIN), 0)
+    assert book.take("k", 60, 1, WALL) is None  # reap could remove it mid-run
+    assert book.ready("k") == 1  # kept for shorter runs
+    assert book.take("k", 40, 1, WALL) is not None
+
+
+def test_the_longest_timeout_asked_is_remembered_for_the_expiry() -> None:
+    book = PoolBook(pool_size=1, pool_total=8, idle_timeout=IDLE)
+    book.want("k", 10, now=0)
+    book.want("k", 90, now=1)
+    book.want("k", 5, now=2)
+    assert book.template_timeout("k") == 90
+
+
+def test_a_key_not_wanted_for_the_idle_timeout_is_forgotten() -> None:
+    book = PoolBook(pool_size=2, pool_total=8, idle_timeout=IDLE)
+    book.want("k", 10, now=0)
+    fill(book, 0)
+    assert book.plan(IDLE - 1 - TAKE_MARGIN).discard == ()
+    plan = book.plan(IDLE)
+    assert sorted(s.container for s in plan.discard) == ["k#1", "k#2"]
+    assert plan.create is None and not book.known("k")
+
+
+def test_a_container_finished_after_its_key_was_forgotten_is_not_kept() -> None:
+    book = PoolBook(pool_size=1, pool_total=8, idle_timeout=IDLE)
+    book.want("k", 10, now=0)
+    assert book.plan(0).create == "k"
+    assert book.plan(IDLE + 1).discard == ()  # still creating: remembered
+    assert not book.add(spare("k", IDLE + 1), IDLE + 1)
+
+
+def test_creation_failures_back_off_doubling() -> None:
+    book = PoolBook(pool_size=1, pool_total=8, idle_timeout=IDLE)
+    book.want("k", 10, now=0)
+    assert book.plan(0).create == "k"
+    book.failed("k", now=0)
+    assert book.plan(0.5).create is None
+    assert book.plan(1.0).create == "k"
+    book.failed("k", now=1.0)
+    assert book.plan(2.5).create is None
+    assert book.plan(3.0).create == "k"
+    book.add(spare("k", 3.0), 3.0)  # success resets the pause
+    book.take("k", 10, 3.1, WALL)
+    assert book.plan(3.1).create == "k"
+    book.failed("k", now=3.1)
+    assert book.next_change(3.1) == pytest.approx(4.1)
+
+
+def test_a_key_whose_spares_keep_failing_before_the_job_goes_cold() -> None:
+    book = PoolBook(pool_size=1, pool_total=8, idle_timeout=IDLE)
+    book.want("k", 10, now=0)
+    for _ in range(3):
+        book.started("k", ok=False, now=0)
+    assert book.plan(0).create is None
+    book.want("k", 10, now=IDLE)
+    assert book.plan(IDLE).create == "k"
+
+
+def test_drain_hands_back_every_spare() -> None:
+    book = PoolBook(pool_size=2, pool_total=8, idle_timeout=IDLE)
+    book.want("a", 10, now=0)
+    book.want("b", 10, now=0)
+    fill(book, 0)
+    assert sorted(book.containers()) == ["a#1", "a#2", "b#3", "b#4"]
+    assert len(book.drain()) == 4
+    assert book.total() == 0 and book.containers() == []
+
+
+# --------------------------------------------------------------------------
+# The pool's orchestration, against a fake engine
+# --------------------------------------------------------------------------
+
+
+class FakeContainer:
+    """One container of the fake engine: its stream and a made-up program."""
+
+    def __init__(
+        self, cid: str, command: list[str], labels: dict[str, str], host: dict[str, object]
+    ) -> None:
+        self.id, self.command, self.labels, self.host = cid, command, labels, host
+        self.ours, self.engine = socket.socketpair()
+        self.running = False
+        self.exit_code: int | None = None
+        self.removed = False
+
+    def start(self) -> None:
+        self.running = True
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            if self.command[3:4] == ["hookcage-pool"]:
+                self._bootstrap()
+            else:  # a cold run: echo stdin, say which command
+                self.engine.sendall(frame(STDOUT, self._stdin() + f"cold:{self.command[2]}\n".encode()))
+                self.exit_code = 0
+        except OSError:
+            self.exit_code = 137  # killed
+        finally:
+            self.running = False
+            self.engine.close()
+
+    def _stdin(self) -> bytes:
+        data = b""
+        while chunk := self.engine.recv(65536):
+            data += chunk
+        return data
+
+    def _bootstrap(self) -> None:
+        time.sleep(0.05)  # starting takes a while, as with a real engine
+        self.engine.sendall(frame(STDOUT, READY_LINE))
+        data = self._stdin()
+        if not data:
+            self.exit_code = 0
+            return
+        nonce, cwd, command, env, stdin = decode_job(data)
+        out = stdin + f"warm:{command} in {cwd} with {sorted(env)} from {self.id}\n".encode()
+        end = marker(0, 0, nonce=nonce)
+        self.engine.sendall(frame(STDOUT, ACK.replace(NONCE.encode(), nonce.encode()) + out))
+        self.engine.sendall(frame(STDERR, end) + frame(STDOUT, end))
+        self.exit_code = 0
+
+
+class FakeClient:
+    """The few Engine API calls the docker backend makes, in memory."""
+
+    base_url = "http+docker://fake"
+
+    def __init__(self) -> None:
+        self.containers: dict[str, FakeContainer] = {}
+        self.lock = threading.Lock()
+
+    def create_host_config(self, **kwargs: object) -> dict[str, object]:
+        return kwargs
+
+    def create_container(self, **kwargs: object) -> dict[str, str]:
+        with self.lock:
+            cid = f"c{len(self.containers):03d}"
+            self.containers[cid] = FakeContainer(
+                cid, kwargs["command"], kwargs["labels"], kwargs["host_config"]  # type: ignore[arg-type]
+            )
+        return {"Id": cid}
+
+    def attach_socket(self, cid: str, params: object) -> socket.socket:
+        return self.containers[cid].ours
+
+    def start(self, cid: str) -> None:
+        self.containers[cid].start()
+
+    def inspect_container(self, cid: str) -> dict[str, object]:
+        c = self.containers[cid]
+        return {"State": {"Running": c.running, "ExitCode": c.exit_code, "OOMKilled": False}}
+
+    def wait(self, cid: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.containers[cid].running and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def kill(self, cid: str) -> None:
+        with contextlib.suppress(OSError):
+            self.containers[cid].engine.shutdown(socket.SHUT_RDWR)
+
+    def remove_container(self, cid: str, force: bool = False, v: bool = False) -> None:
+        self.kill(cid)
+        self.containers[cid].removed = True
+
+    def live(self) -> list[str]:
+        return [cid for cid, c in self.containers.items() if not c.removed]
+
+
+@pytest.fixture
+def fake_pool(project: Path) -> Iterator[tuple[PooledDockerSandbox, FakeClient]]:
+    client = FakeClient()
+    pool = PooledDockerSandbox(client=client, reap_on_start=False, user="1000:1000")  # type: ignore[arg-type]
+    yield pool, client
+    pool.close()
+
+
+def fake_request(project: Path, command: str = "hook", **kwargs: object) -> RunRequest:
+    return RunRequest(command=command, project_dir=str(project), cwd=str(project), **kwargs)  # type: ignore[arg-type]
+
+
+def settle(client: FakeClient, count: int) -> None:
+    deadline = time.monotonic() + 5
+    while len(client.live()) != count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(client.live()) == count, client.live()
+
+
+def test_fake_engine_first_run_is_cold_then_each_run_uses_a_fresh_container(
+    fake_pool: tuple[PooledDockerSandbox, FakeClient], project: Path
+) -> None:
+    pool, client = fake_pool
+    result, path = pool.run_with_path(fake_request(project, stdin=b"in "))
+    assert path == "cold" and result.stdout == b"in cold:hook\n"
+    assert pool.prewarm(fake_request(project), wait=5)
+    served = []
+    for i in range(4):
+        assert pool.prewarm(fake_request(project), wait=5)
+        result, path = pool.run_with_path(fake_request(project, f"h{i}", stdin=b"x ", env={"E": "1"}))
+        assert path == "warm" and result.exit_code == 0
+        text = result.stdout.decode()
+        assert text.startswith(f"x warm:h{i} in {project} with ['E=1', 'HOME=/tmp', 'LANG=C.UTF-8', 'PATH=")
+        served.append(text.split()[-1])
+    assert len(set(served)) == 4  # one container per run
+    deadline = time.monotonic() + 5
+    while not all(client.containers[c].removed for c in served) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(client.containers[c].removed for c in served)  # used ones go, in the background
+    assert pool.stats().warm == 4 and pool.stats().cold == 1
+
+
+def test_fake_engine_a_dead_spare_means_a_cold_run_and_is_removed(
+    fake_pool: tuple[PooledDockerSandbox, FakeClient], project: Path
+) -> None:
+    pool, client = fake_pool
+    assert pool.prewarm(fake_request(project), wait=5)
+    deadline = time.monotonic() + 5
+    while len(pool.spares()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    spares = pool.spares()
+    assert len(spares) == 2
+    for cid in spares:
+        client.kill(cid)  # both die while waiting
+    result, path = pool.run_with_path(fake_request(project))
+    # Cold, or warm in a container the refill made meanwhile: never a dead one.
+    if path == "cold":
+        assert result.stdout == b"cold:hook\n"
+    else:
+        assert path == "warm" and result.stdout.split()[-1].decode() not in spares
+    deadline = time.monotonic() + 5
+    while not all(client.containers[c].removed for c in spares) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(client.containers[c].removed for c in spares)  # in the background
+
+
+def test_fake_engine_close_removes_everything_and_later_runs_are_cold(
+    fake_pool: tuple[PooledDockerSandbox, FakeClient], project: Path
+) -> None:
+    pool, client = fake_pool
+    assert pool.prewarm(fake_request(project), wait=5)
+    assert pool.prewarm(fake_request(project, options=SandboxOptions(workspace="none")), wait=5)
+    settle(client, 4)
+    pool.close()
+    assert client.live() == []
+    result, path = pool.run_with_path(fake_request(project))
+    assert (path, result.stdout) == ("cold", b"cold:hook\n") and client.live() == []
+
+
+def test_fake_engine_a_pooled_container_is_made_only_as_its_key_says(
+    fake_pool: tuple[PooledDockerSandbox, FakeClient], project: Path, tmp_path: Path
+) -> None:
+    # Session A's transcript does not exist yet: its runs' key has no transcript
+    # mount, like session B's. Once it exists, a container made from A's request
+    # would carry it: the pool must not hand that to B.
+    pool, client = fake_pool
+    transcript_a, transcript_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    pool.run(fake_request(project, transcript_path=str(transcript_a)))
+    deadline = time.monotonic() + 5
+    while len(pool.spares()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    transcript_a.write_text("{}\n")
+    for _ in range(2):  # B's runs use the spares made before; refilling now must fail
+        assert pool.run_with_path(fake_request(project, transcript_path=str(transcript_b)))[1] == "warm"
+    while pool.stats().creation_failures == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pool.stats().creation_failures >= 1 and pool.spares() == []
+    for container in client.containers.values():
+        mounts = container.host.get("mounts") or []
+        assert str(transcript_a) not in {m["Source"] for m in mounts}  # type: ignore[attr-defined, index]
