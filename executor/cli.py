@@ -10,19 +10,27 @@ block when ``HOOKCAGE_FAIL_CLOSED=1``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from executor import __version__
+from executor.answer import MAX_PAYLOAD, dispatch_bytes, fail_closed_env, internal_error
 from executor.errors import HookcageError, PayloadError
 from executor.events import EVENTS
 
-MAX_PAYLOAD = 256 * 1024 * 1024
+
+@dataclass(frozen=True)
+class _Invocation:
+    """What the console script hands the CLI besides arguments (click's ``obj``)."""
+
+    stdin: bytes | None = None
 
 
 class CliExit(Exception):
@@ -31,10 +39,6 @@ class CliExit(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
-
-
-def _fail_closed_env() -> bool:
-    return os.environ.get("HOOKCAGE_FAIL_CLOSED", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _error(message: str) -> None:
@@ -61,28 +65,10 @@ def cli() -> None:
 # -- dispatch ---------------------------------------------------------------
 
 
-def read_payload(raw: bytes) -> dict[str, Any]:
-    """Decode the agent's stdin into a JSON object.
-
-    Raises:
-        PayloadError: it is empty, not JSON, or not an object.
-    """
-    if not raw.strip():
-        raise PayloadError("no payload on stdin: the agent must send the event's JSON")
-    try:
-        payload = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        # JSONDecodeError, UnicodeDecodeError, integers past the digit limit, deep nesting.
-        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise PayloadError(f"stdin is not valid JSON{where}") from exc
-    if not isinstance(payload, dict):
-        raise PayloadError(f"stdin must be a JSON object, not {type(payload).__name__}")
-    return payload
-
-
 @cli.command()
 @click.argument("event", required=False)
-def dispatch(event: str | None) -> None:
+@click.pass_obj
+def dispatch(obj: Any, event: str | None) -> None:
     """Answer one agent event: run its matching hooks, print the folded verdict.
 
     Reads the agent's JSON payload on stdin. EVENT may be omitted when the
@@ -94,29 +80,12 @@ def dispatch(event: str | None) -> None:
         echo '{"session_id":"s1","cwd":"'$PWD'","tool_name":"Bash",
                "tool_input":{"command":"rm -rf /"}}' | hookcage dispatch PreToolUse
     """
-    from executor.events import resolve_event
-    from executor.executor import HookExecutor
-    from executor.protocol import fail_verdict, render
-    from executor.settings import load_settings
-
-    fail_closed = _fail_closed_env()
-    try:
-        settings = load_settings()
-        fail_closed = settings.fail_closed
-        payload = read_payload(sys.stdin.buffer.read(MAX_PAYLOAD))
-        spec = resolve_event(event, payload)
-        executor = HookExecutor(settings)
-        try:
-            verdict = executor.dispatch(spec, payload, defer_async=True)
-            answer = render(spec, verdict)
-        except BaseException:
-            executor.close()
-            raise
-    except HookcageError as exc:
-        answer = fail_verdict(event or "?", str(exc), block=fail_closed)
-        _answer(answer.exit_code, answer.stdout, answer.stderr)
-        raise CliExit(answer.exit_code) from None
+    # The console script may have read stdin already (to offer it to the daemon first).
+    raw = obj.stdin if isinstance(obj, _Invocation) and obj.stdin is not None else sys.stdin.buffer.read(MAX_PAYLOAD)
+    answer, executor = dispatch_bytes(event, raw)
     _answer(answer.exit_code, answer.stdout, answer.stderr)
+    if executor is None:
+        raise CliExit(answer.exit_code)
     if executor.deferred:
         _run_after_answering(executor, answer.exit_code)
     executor.close()
@@ -675,15 +644,54 @@ def demo() -> None:
         raise CliExit(1)
 
 
+# -- serve ------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--socket", "socket_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Unix socket to listen on (default: $HOOKCAGE_HOME/hookcage.sock; "
+                   "callers find another one through $HOOKCAGE_SOCKET).")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True, help="What the daemon logs to stderr.")
+def serve(socket_path: Path | None, log_level: str) -> None:
+    """Answer `hookcage dispatch` from a long-lived process (saves start-up on every event).
+
+    Keeps the code loaded and the sandboxes (engine connections) open; reads
+    settings, hook files, trust and the allow-list afresh for every event.
+    `hookcage dispatch` uses it when it answers on the socket and runs
+    in-process otherwise. Stop it with SIGTERM or Ctrl-C. See docs/daemon.md.
+
+    \b
+    Example:
+        hookcage serve &
+        echo '{"session_id":"s1","prompt":"hi"}' | hookcage dispatch UserPromptSubmit
+    """
+    from executor.daemon import Daemon
+
+    Daemon(socket_path).serve(log_level=log_level)
+
+
 # -- entry point ------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """Console-script entry point: run the CLI, turn every error into one line."""
+def main(argv: Sequence[str] | None = None, *, stdin: bytes | None = None) -> NoReturn:
+    """Console-script entry point: run the CLI, turn every error into one line.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+        stdin: the bytes ``dispatch`` reads instead of stdin, when the caller
+            already read them (:mod:`executor.entry`).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     dispatching = bool(args) and args[0] == "dispatch"
+    if dispatching:
+        # Warnings from the library (a container that would not go away, say)
+        # must not land on stderr, which the agent may show as a block reason;
+        # `serve` configures its own logging.
+        logging.getLogger("executor").addHandler(logging.NullHandler())
+        logging.getLogger("executor").propagate = False
     try:
-        cli.main(args=args, prog_name="hookcage", standalone_mode=False)
+        cli.main(args=args, prog_name="hookcage", standalone_mode=False, obj=_Invocation(stdin))
         code = 0
     except CliExit as exc:
         code = exc.code
@@ -693,7 +701,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except click.ClickException as exc:
         _error(exc.format_message())
         # An agent reads exit 2 as "block": usage errors block only when fail-closed.
-        code = 2 if dispatching and _fail_closed_env() else 1
+        code = 2 if dispatching and fail_closed_env() else 1
     except HookcageError as exc:
         _error(str(exc))
         code = 1
@@ -702,6 +710,6 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except Exception as exc:
         if os.environ.get("HOOKCAGE_DEBUG"):
             raise
-        _error(f"internal error: {type(exc).__name__}: {exc} (set HOOKCAGE_DEBUG=1 for a traceback)")
-        code = 2 if dispatching and _fail_closed_env() else 1
+        _error(internal_error(exc))
+        code = 2 if dispatching and fail_closed_env() else 1
     sys.exit(code)

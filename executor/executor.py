@@ -138,8 +138,20 @@ def _untrusted_note(details: Sequence[str], root: Path) -> str:
     return text + ("; " + "; ".join(dict.fromkeys(unsafe)) if unsafe else "")
 
 
+def docker_options(settings: Settings) -> dict[str, Any]:
+    """The ``DockerSandbox`` arguments the settings give (the sandbox profile)."""
+    return {
+        "image": settings.image, "runtime": settings.runtime, "memory": settings.memory,
+        "cpus": settings.cpus, "pids": settings.pids, "tmpfs_size": settings.tmpfs_size,
+    }
+
+
 def default_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
-    """Build a backend from the settings (imported lazily: only what is used is loaded)."""
+    """Build a backend from the settings (imported lazily: only what is used is loaded).
+
+    The docker backend is cold here (a fresh container per run): a warm pool
+    pays off only in a long-lived process (the daemon builds its own).
+    """
     if backend == "host":
         from executor.sandbox.host import HostSandbox
 
@@ -147,10 +159,7 @@ def default_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
     if backend == "docker":
         from executor.sandbox.docker import DockerSandbox
 
-        return DockerSandbox(
-            image=settings.image, runtime=settings.runtime, memory=settings.memory,
-            cpus=settings.cpus, pids=settings.pids, tmpfs_size=settings.tmpfs_size,
-        )
+        return DockerSandbox(**docker_options(settings))
     raise SandboxError(f"unknown sandbox backend {backend!r}")
 
 

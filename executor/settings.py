@@ -132,6 +132,14 @@ class Settings(BaseSettings):
     pids: int = Field(256, ge=8)
     tmpfs_size: str = "64m"
 
+    # The daemon's warm pool (``hookcage serve``; in-process runs are always cold).
+    pool_size: int = Field(2, ge=0, le=64)
+    """Started containers kept ready per container shape (0: no pool, every run cold)."""
+    pool_total: int = Field(8, ge=0, le=256)
+    """Started containers kept ready across shapes, per sandbox profile."""
+    pool_idle_timeout: float = Field(300.0, ge=5, le=86400)
+    """Seconds a ready container waits for a hook before it exits (and a shape not asked for is forgotten)."""
+
     # Gates.
     allowlist: AllowlistSettings = Field(default_factory=AllowlistSettings)
     """Commands hooks may run (user and managed config.toml only; they add up)."""

@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+TEST_SESSION_ENV = "HOOKCAGE_TEST_SESSION"
+"""Names this test session (set by the integration conftest): containers of
+concurrent sessions on a shared engine are told apart by it."""
+POOL_OWNERS: set[str] = set()
+"""Pids of the ``hookcage serve`` processes this session started: their
+pools' containers (labelled ``hookcage.pool=PID``, and nothing else of ours)
+belong to this session."""
+
+
+def agent_session(kind: str) -> str:
+    """A fresh agent ``session_id`` for hook runs: the runs' containers carry it
+    (``hookcage.session``), and its prefix marks them as this test session's."""
+    return f"{os.environ.get(TEST_SESSION_ENV, 'unit')}-{kind}-{uuid.uuid4().hex[:8]}"
 
 
 def commands_in(hooks: dict[str, Any] | str) -> list[str]:
@@ -51,3 +67,17 @@ def containers_created(client: Any, session: str, since: float) -> int:
                            filters={"type": "container", "event": "create",
                                     "label": f"hookcage.session={session}"})
     return sum(1 for _ in events)
+
+
+class OnlyThese:
+    """An Engine API client that lists only the given containers (for ``reap``):
+    the engine is shared, so other sessions' containers are left alone."""
+
+    def __init__(self, api: Any, ids: set[str]) -> None:
+        self._api, self._ids = api, ids
+
+    def containers(self, *, all: bool, filters: dict[str, Any]) -> Any:
+        return [c for c in self._api.containers(all=all, filters=filters) if c["Id"] in self._ids]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)

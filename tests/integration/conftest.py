@@ -10,9 +10,14 @@
 - ``workspace``: a small project directory a container user can read.
 
 Several test sessions may share one engine (developers, CI jobs). The sweeps
-therefore never touch what existed before, and spare containers that carry
-another session's ``hookcage.test-session`` label: tests label their runs
-``hookcage.test-session=$HOOKCAGE_TEST_SESSION`` (set here, once per session).
+therefore never touch what existed before, nor what belongs to another
+session (or to a real agent on this machine): tests label the containers
+they make themselves ``hookcage.test-session=$HOOKCAGE_TEST_SESSION`` (set
+here, once per session); hook runs made through the executor (``hookcage
+dispatch``, the daemon) carry the agent's session id instead, so tests start
+it with ``$HOOKCAGE_TEST_SESSION`` (``support.agent_session``); and a
+daemon's pool is this session's when a test here started that daemon
+(``support.POOL_OWNERS``).
 """
 
 from __future__ import annotations
@@ -27,13 +32,17 @@ from typing import Any
 
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
 import pytest
+from support import POOL_OWNERS, TEST_SESSION_ENV
 
 from executor.errors import HookcageError, SandboxError
 from executor.sandbox.docker import DEFAULT_IMAGE, MANAGED_LABEL, default_client, reap
+from executor.sandbox.pool import POOL_LABEL
 
 MANAGED = {"label": f"{MANAGED_LABEL}=true"}
 SESSION_LABEL = "hookcage.test-session"
-_SESSION_ENV = "HOOKCAGE_TEST_SESSION"
+RUN_SESSION_LABEL = "hookcage.session"
+"""The agent's session id, on every hook run the executor makes."""
+_SESSION_ENV = TEST_SESSION_ENV
 LEAK_GRACE = 2.0
 """Seconds a new container may take to go away on its own (another session's run)."""
 
@@ -45,9 +54,16 @@ def _managed(client: Any) -> dict[str, Any]:
 
 
 def _ours(entry: Any, before: set[str], since: float) -> bool:
-    session = (entry.get("Labels") or {}).get(SESSION_LABEL)
-    if session is not None and session != os.environ[_SESSION_ENV]:
-        return False
+    labels = entry.get("Labels") or {}
+    mine = os.environ[_SESSION_ENV]
+    if SESSION_LABEL in labels:
+        if labels[SESSION_LABEL] != mine:
+            return False
+    elif RUN_SESSION_LABEL in labels:
+        if not labels[RUN_SESSION_LABEL].startswith(mine):
+            return False  # another session's hook run, or a real agent's
+    elif POOL_LABEL in labels and labels[POOL_LABEL] not in {str(os.getpid()), *POOL_OWNERS}:
+        return False  # the pool of a daemon (or process) this session did not start
     return entry["Id"] not in before and entry["Created"] >= int(since) - 1
 
 

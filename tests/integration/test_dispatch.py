@@ -13,12 +13,11 @@ import os
 import shutil
 import subprocess
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import allow, commands_in, containers_created
+from support import OnlyThese, agent_session, allow, commands_in, containers_created
 
 from executor.events import get_event
 from executor.executor import HookExecutor
@@ -38,7 +37,7 @@ class Setup:
         (workspace / ".hookcage").mkdir(exist_ok=True)
         (workspace / ".hookcage").chmod(0o755)
         self.backend = backend
-        self.session = f"it-{uuid.uuid4().hex[:10]}"
+        self.session = agent_session("it")
 
     def hook(self, command: str, **extra: Any) -> dict[str, Any]:
         handler: dict[str, Any] = {"type": "command", "command": command, **extra}
@@ -340,5 +339,5 @@ def test_killed_executor_leaves_nothing_the_next_start_does_not_clean(docker_api
     proc.wait()
     assert docker_api.containers(all=True, filters={"id": mine[0]["Id"]})
     # The next executor's start-up reap, once the run's deadline has passed:
-    reap(docker_api, now=time.time() + 60)
+    reap(OnlyThese(docker_api, {mine[0]["Id"]}), now=time.time() + 60)  # (others' runs share the engine)
     assert not docker_api.containers(all=True, filters={"id": mine[0]["Id"]})

@@ -13,12 +13,11 @@ import select
 import shutil
 import subprocess
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import allow, containers_created
+from support import agent_session, allow, containers_created
 
 from executor.executor import HookExecutor
 from executor.sandbox.base import RunRequest, RunResult
@@ -41,7 +40,7 @@ class Project:
         self.write_script("echo guard-v1 >&2; exit 2\n")
         self.env = {**os.environ, "HOOKCAGE_HOME": str(self.home),
                     "HOOKCAGE_MANAGED_DIR": str(tmp / "managed")}
-        self.session = f"gate-{uuid.uuid4().hex[:8]}"
+        self.session = agent_session("gate")
 
     def write_script(self, text: str) -> None:
         self.script.write_text(text)

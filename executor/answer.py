@@ -1,0 +1,113 @@
+"""``hookcage dispatch``'s answer, from the agent's stdin bytes: shared by its two shells.
+
+The in-process CLI (:mod:`executor.cli`) and the daemon (:mod:`executor.daemon`)
+both answer an event through :func:`dispatch_bytes`, so they print the same
+answer, exit with the same code and write the same run log. Neither shell
+imports the other: what they share lives here.
+
+Importing this module is cheap (``json``, ``os``, the errors): the heavy
+parts (settings, executor, protocol) are imported when an event is answered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from executor.errors import HookcageError, PayloadError
+
+if TYPE_CHECKING:
+    from executor.executor import HookExecutor
+    from executor.protocol import AgentAnswer
+    from executor.settings import Settings
+
+MAX_PAYLOAD = 256 * 1024 * 1024
+"""Bytes of the agent's stdin read for one event."""
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def fail_closed_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``HOOKCAGE_FAIL_CLOSED`` asks to block when no verdict can be produced.
+
+    For the errors that come before the settings load (or instead of them);
+    once they load, ``Settings.fail_closed`` decides.
+
+    Args:
+        environ: the environment to read (default ``os.environ``; the daemon
+            passes its caller's).
+    """
+    env = os.environ if environ is None else environ
+    return env.get("HOOKCAGE_FAIL_CLOSED", "").strip().lower() in _TRUE
+
+
+def internal_error(exc: BaseException) -> str:
+    """The one line an unexpected exception becomes (without the ``hookcage: error:`` prefix)."""
+    return f"internal error: {type(exc).__name__}: {exc} (set HOOKCAGE_DEBUG=1 for a traceback)"
+
+
+def read_payload(raw: bytes) -> dict[str, Any]:
+    """Decode the agent's stdin into a JSON object.
+
+    Raises:
+        PayloadError: it is empty, not JSON, or not an object.
+    """
+    if not raw.strip():
+        raise PayloadError("no payload on stdin: the agent must send the event's JSON")
+    try:
+        payload = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        # JSONDecodeError, UnicodeDecodeError, integers past the digit limit, deep nesting.
+        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise PayloadError(f"stdin is not valid JSON{where}") from exc
+    if not isinstance(payload, dict):
+        raise PayloadError(f"stdin must be a JSON object, not {type(payload).__name__}")
+    return payload
+
+
+def dispatch_bytes(
+    event: str | None,
+    raw: bytes,
+    *,
+    settings: Settings | None = None,
+    make_executor: Callable[[Settings], HookExecutor] | None = None,
+) -> tuple[AgentAnswer, HookExecutor | None]:
+    """Answer one agent event from its stdin bytes: what ``hookcage dispatch`` prints.
+
+    The CLI and the daemon both answer through this function, so both agree.
+
+    Args:
+        event: the EVENT argument (None: the payload's ``hook_event_name``).
+        raw: the agent's stdin.
+        settings: the settings to use; by default :func:`load_settings`, whose
+            errors become a non-blocking (or, fail-closed, blocking) answer.
+        make_executor: builds the executor from the settings (default
+            ``HookExecutor(settings)``).
+
+    Returns:
+        The answer, and the executor when one ran: the caller runs its
+        ``deferred`` async hooks after answering, then closes it.
+    """
+    from executor.events import resolve_event
+    from executor.executor import HookExecutor
+    from executor.protocol import fail_verdict, render
+    from executor.settings import load_settings
+
+    fail_closed = fail_closed_env()
+    try:
+        if settings is None:
+            settings = load_settings()
+        fail_closed = settings.fail_closed
+        payload = read_payload(raw)
+        spec = resolve_event(event, payload)
+        executor = (make_executor or HookExecutor)(settings)
+        try:
+            verdict = executor.dispatch(spec, payload, defer_async=True)
+            return render(spec, verdict), executor
+        except BaseException:
+            executor.close()
+            raise
+    except HookcageError as exc:
+        return fail_verdict(event or "?", str(exc), block=fail_closed), None

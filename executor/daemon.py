@@ -1,0 +1,552 @@
+"""The daemon (``hookcage serve``): ``hookcage dispatch`` without a Python start-up per event.
+
+How this works:
+
+1. :meth:`Daemon.serve` takes a lock next to the socket (one daemon per
+   socket), removes a stale socket file (one nobody accepts connections on),
+   binds ``$HOOKCAGE_HOME/hookcage.sock`` itself (mode 0600, in a 0700
+   directory; uvicorn's own ``uds=`` would make it 0666) and runs a FastAPI
+   app on it with uvicorn.
+2. The process keeps what is worth keeping between events: the imported
+   code, and the sandboxes ``sandbox_factory`` builds (for ``docker``, an
+   engine connection and a warm pool of started containers), one per
+   sandbox profile, shared by every request and closed when the daemon
+   stops, which removes the pool's containers. ``host`` sandboxes hold nothing
+   and are made per request from the caller's PATH, HOME and LANG, as they
+   would be in the caller's own process.
+3. Everything that decides a verdict is read afresh for every request: the
+   settings are rebuilt from the caller's ``HOOKCAGE_*`` variables and the
+   ``config.toml`` files (about 1 ms, so there is no cache to go stale), and
+   :class:`~executor.executor.HookExecutor` reads hook files, the trust store
+   and the allow-list per dispatch as it always does.
+4. ``POST /dispatch`` answers through :func:`executor.answer.dispatch_bytes`,
+   the function ``hookcage dispatch`` runs in-process, so both print the same
+   answer, exit with the same code and write the same run log. Where the
+   daemon cannot promise that (another installation or version, a path
+   relative to the caller's working directory, settings that do not load,
+   another Docker engine), it refuses with 409 before running anything, and
+   the client answers in-process.
+5. ``async`` hooks run on the daemon's own threads once the answer is known;
+   the daemon waits for them when it stops.
+"""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+import dataclasses
+import errno
+import fcntl
+import json
+import logging
+import os
+import socket
+import stat
+import threading
+import typing
+from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+
+from executor import __version__, client
+from executor.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
+from executor.errors import HookcageError, PayloadError, SandboxError
+from executor.executor import HookExecutor, SandboxFactory, default_sandbox_factory, docker_options
+from executor.protocol import AgentAnswer
+from executor.sandbox.base import RunRequest, RunResult, Sandbox
+from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH, HostSandbox
+from executor.settings import DEFAULT_MANAGED_DIR, Settings, default_home, load_settings
+
+logger = logging.getLogger("hookcage.daemon")
+
+SANDBOX_SETTINGS = (
+    "image", "runtime", "memory", "cpus", "pids", "tmpfs_size", "pool_size", "pool_total", "pool_idle_timeout",
+)
+"""The settings a shared sandbox is built from: one sandbox per distinct combination."""
+_PREFIX = "hookcage_"
+
+
+class DaemonError(HookcageError):
+    """The daemon cannot start: another one serves the socket, or the path is unusable."""
+
+
+class Refusal(Exception):
+    """This call must be answered in the caller's process (HTTP 409); the message says why."""
+
+
+# -- the caller's settings ------------------------------------------------------
+
+
+class ForwardedSettings(Settings):
+    """Settings of a forwarded call: the caller's ``HOOKCAGE_*`` variables come in as
+    init arguments, and the daemon's own environment is never read."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources = super().settings_customise_sources(
+            settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+        )
+        return tuple(source for source in sources if source is not env_settings)
+
+
+def _is_complex(field: FieldInfo) -> bool:
+    """Whether pydantic-settings reads this field's variable as JSON (models and containers)."""
+    annotation = field.annotation
+    origin = typing.get_origin(annotation) or annotation
+    if isinstance(origin, type) and issubclass(origin, BaseModel):
+        return True
+    return origin in (list, dict, tuple, set, frozenset)
+
+
+def _absolute(value: str, what: str) -> str:
+    if not os.path.isabs(value):
+        # Relative to the caller's working directory, which the daemon does not share.
+        raise Refusal(f"{what} {value!r} is not an absolute path")
+    return value
+
+
+def caller_settings(env: Mapping[str, str], caller_home: str | None, home: Path) -> Settings:
+    """The settings ``hookcage dispatch`` would load in the caller's environment.
+
+    Args:
+        env: the caller's forwarded environment.
+        caller_home: the home the caller computed when ``HOOKCAGE_HOME`` is unset
+            (the platform's config directory, as ``platformdirs`` gives it).
+        home: this daemon's home: it serves no other installation.
+
+    Raises:
+        Refusal: the caller's settings do not load, name another installation,
+            or hold a path relative to its working directory.
+    """
+    values: dict[str, Any] = {}
+    for name, value in env.items():
+        lowered = name.lower()
+        if not lowered.startswith(_PREFIX):
+            continue
+        if name != name.upper():
+            # pydantic-settings reads any letter case, the rest of hookcage upper case only.
+            raise Refusal(f"variable {name} is not in upper case")
+        field = Settings.model_fields.get(lowered[len(_PREFIX):])
+        if field is None:
+            continue
+        if _is_complex(field):
+            try:
+                values[lowered[len(_PREFIX):]] = json.loads(value)
+            except ValueError as exc:
+                raise Refusal(f"{name} is not JSON") from exc
+        else:
+            values[lowered[len(_PREFIX):]] = value
+    own_home = values.get("home")
+    if own_home is None:
+        if caller_home is None:
+            raise Refusal("the caller could not tell its hookcage home")
+        values["home"] = caller_home
+    values["home"] = _absolute(values["home"], "HOOKCAGE_HOME")
+    if os.path.realpath(values["home"]) != os.path.realpath(home):
+        raise Refusal(f"the caller's home {values['home']} is not this daemon's ({home})")
+    values["managed_dir"] = _absolute(values.get("managed_dir", str(DEFAULT_MANAGED_DIR)), "HOOKCAGE_MANAGED_DIR")
+    try:
+        settings = ForwardedSettings(**values)
+    except Exception as exc:
+        # In-process this is an error message naming the variable or file: let it say so.
+        raise Refusal(f"the caller's settings do not load: {type(exc).__name__}") from exc
+    for name in ("trust_file", "log_file"):
+        path = getattr(settings, name)
+        if path is not None:
+            _absolute(str(path), name)
+    return settings
+
+
+def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None) -> dict[str, str]:
+    """The environment ``HookExecutor`` finds the project root in, for the caller.
+
+    In-process the root is the first project-dir variable, else the
+    payload's ``cwd``, else the working directory; the caller's working
+    directory stands in for the last.
+
+    Raises:
+        Refusal: the root, the payload's ``cwd`` or ``transcript_path`` is relative.
+    """
+    environ = {name: env[name] for name in client.PROJECT_DIR_VARS if name in env}
+    chosen = next((env[name] for name in client.PROJECT_DIR_VARS if env.get(name)), None)
+    where = payload.get("cwd")
+    if chosen is not None:
+        _absolute(chosen, "the project directory")
+    elif not (isinstance(where, str) and where):
+        if cwd is None:
+            raise Refusal("the caller has no working directory")
+        environ[client.PROJECT_DIR_VARS[0]] = _absolute(cwd, "the working directory")
+    if where and not (isinstance(where, str) and os.path.isabs(where)):
+        raise Refusal(f"the payload's cwd {where!r} is not an absolute path")
+    transcript = payload.get("transcript_path")
+    if isinstance(transcript, str) and transcript:
+        _absolute(transcript, "the payload's transcript_path")
+    return environ
+
+
+def host_base_env(env: Mapping[str, str]) -> dict[str, str]:
+    """What ``executor.sandbox.host.default_base_env`` gives in the caller's environment."""
+    base = {"PATH": env.get("PATH") or _DEFAULT_PATH, "LANG": env.get("LANG") or _DEFAULT_LANG}
+    if "HOME" in env:
+        base["HOME"] = env["HOME"]
+    return base
+
+
+# -- sandboxes ------------------------------------------------------------------------
+
+
+class _Shared(Sandbox):
+    """A daemon-wide sandbox lent to one request: closing it is the daemon's job."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def run(self, request: RunRequest) -> RunResult:
+        return self.inner.run(request)
+
+    def image_identity(self, image: str | None) -> str:
+        return self.inner.image_identity(image)
+
+
+def pooled_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
+    """The daemon's sandboxes: ``docker`` with a warm pool, the rest as in-process.
+
+    ``pool_size`` (or ``pool_total``) 0 gives the cold ``DockerSandbox``. The
+    pool's overlay files go next to the executor's own staged files
+    (``$HOOKCAGE_HOME/staging``), where the engine already binds them from.
+    """
+    if backend != "docker" or settings.pool_size == 0 or settings.pool_total == 0:
+        return default_sandbox_factory(backend, settings)
+    from executor.sandbox.pool import PooledDockerSandbox
+
+    staging = settings.home / "staging"
+    staging.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return PooledDockerSandbox(
+        pool_size=settings.pool_size, pool_total=settings.pool_total,
+        idle_timeout=settings.pool_idle_timeout, staging_dir=str(staging),
+        **docker_options(settings),
+    )
+
+
+def sandbox_health(key: tuple[Any, ...], sandbox: Sandbox) -> dict[str, Any]:
+    """One shared sandbox in ``GET /health``: its backend, profile and pool counters."""
+    from executor.sandbox.pool import PooledDockerSandbox
+
+    pool = dataclasses.asdict(sandbox.stats()) if isinstance(sandbox, PooledDockerSandbox) else None
+    return {"backend": key[0], "profile": dict(zip(SANDBOX_SETTINGS, key[1:], strict=True)), "pool": pool}
+
+
+# -- the HTTP surface ------------------------------------------------------------------
+
+
+class DispatchRequest(BaseModel):
+    """``POST /dispatch``: one ``hookcage dispatch`` call, as :mod:`executor.client` sends it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: str
+    event: str | None = None
+    payload_b64: str
+    env: dict[str, str] = Field(default_factory=dict)
+    home: str | None = None
+    cwd: str | None = None
+
+
+class Daemon:
+    """The long-lived process behind ``hookcage serve``.
+
+    Args:
+        socket_path: where to listen (default ``$HOOKCAGE_HOME/hookcage.sock``).
+        sandbox_factory: builds the shared sandboxes (all backends but
+            ``host``), once per profile (:data:`SANDBOX_SETTINGS`); by default
+            :func:`pooled_sandbox_factory` (docker with a warm pool).
+        home: the installation served (default :func:`executor.settings.default_home`).
+        async_workers: threads for ``async`` hooks.
+    """
+
+    def __init__(
+        self,
+        socket_path: Path | None = None,
+        *,
+        sandbox_factory: SandboxFactory = pooled_sandbox_factory,
+        home: Path | None = None,
+        async_workers: int = 4,
+    ) -> None:
+        self.home = Path(home) if home is not None else default_home()
+        self.socket_path = Path(socket_path) if socket_path is not None else self.home / client.SOCKET_NAME
+        self._factory = sandbox_factory
+        self._shared: dict[tuple[Any, ...], Sandbox] = {}
+        self._lock = threading.Lock()
+        self._async = ThreadPoolExecutor(max_workers=async_workers, thread_name_prefix="hookcage-async")
+        self._closed = False
+        self._lock_fd: int | None = None
+        self._socket_inode: int | None = None
+        self.app = self._build_app()
+
+    # -- answering --------------------------------------------------------------------
+
+    def answer(self, request: DispatchRequest) -> AgentAnswer:
+        """What ``hookcage dispatch`` would print in the caller's process.
+
+        Raises:
+            Refusal: the caller must answer in-process; nothing has run yet.
+        """
+        if request.version != __version__:
+            raise Refusal(f"the caller is hookcage {request.version}, this daemon {__version__}")
+        env = request.env
+        mine = {name: os.environ.get(name, "") for name in client.DOCKER_ENV_VARS}
+        if {name: env.get(name, "") for name in client.DOCKER_ENV_VARS} != mine:
+            raise Refusal("the caller's Docker engine settings (DOCKER_*) differ from the daemon's")
+        settings = caller_settings(env, request.home, self.home)
+        try:
+            raw = binascii.a2b_base64(request.payload_b64, strict_mode=True)
+        except (binascii.Error, ValueError) as exc:
+            raise Refusal("payload_b64 is not base64") from exc
+        try:
+            payload: Mapping[str, Any] = read_payload(raw)
+        except PayloadError:
+            payload = {}  # dispatch_bytes answers that; no path in it matters
+        environ = project_environ(env, payload, request.cwd)
+        factory = self._factory_for(host_base_env(env))
+
+        def make_executor(settings: Settings) -> HookExecutor:
+            return HookExecutor(settings, sandbox_factory=factory, environ=environ)
+
+        try:
+            answer, executor = dispatch_bytes(request.event, raw, settings=settings, make_executor=make_executor)
+        except Exception as exc:
+            # What `hookcage dispatch` prints for a bug (main()); the traceback goes to our log.
+            logger.exception("internal error while dispatching")
+            code = 2 if fail_closed_env(env) else 1
+            return AgentAnswer(code, "", f"hookcage: error: {internal_error(exc)}\n")
+        if executor is not None:
+            if not executor.deferred:
+                executor.close()
+            else:
+                try:
+                    self._async.submit(self._run_deferred, executor)
+                except RuntimeError:  # stopping: run them here rather than drop them
+                    self._run_deferred(executor)
+        return answer
+
+    @staticmethod
+    def _run_deferred(executor: HookExecutor) -> None:
+        try:
+            executor.run_deferred()
+        except Exception:
+            logger.exception("async hooks failed")
+        finally:
+            executor.close()
+
+    def _factory_for(self, base_env: Mapping[str, str]) -> SandboxFactory:
+        def factory(backend: str, settings: Settings) -> Sandbox:
+            if backend == "host":
+                return HostSandbox(base_env=base_env)
+            return _Shared(self.shared_sandbox(backend, settings))
+
+        return factory
+
+    def shared_sandbox(self, backend: str, settings: Settings) -> Sandbox:
+        """The daemon-wide sandbox for a backend and profile, built on first use.
+
+        Raises:
+            SandboxError: the daemon is stopping, or the factory failed.
+        """
+        key = (backend, *(getattr(settings, name) for name in SANDBOX_SETTINGS))
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the hookcage daemon is stopping")
+            sandbox = self._shared.get(key)
+            if sandbox is None:
+                sandbox = self._shared[key] = self._factory(backend, settings)
+            return sandbox
+
+    def sandboxes(self) -> list[dict[str, Any]]:
+        """The shared sandboxes built so far, for ``GET /health`` (:func:`sandbox_health`)."""
+        with self._lock:
+            shared = list(self._shared.items())
+        return [sandbox_health(key, sandbox) for key, sandbox in shared]
+
+    def warm(self) -> None:
+        """Build the docker sandbox for the daemon's own settings now (engine connection, reap)."""
+        try:
+            self.shared_sandbox("docker", load_settings())
+        except HookcageError as exc:
+            logger.warning("no docker sandbox prepared: %s", exc)
+
+    # -- HTTP -------------------------------------------------------------------------
+
+    def _build_app(self) -> FastAPI:
+        @contextlib.asynccontextmanager
+        async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+            yield
+            self.close()
+
+        app = FastAPI(title="hookcage daemon", version=__version__, lifespan=lifespan,
+                      docs_url=None, redoc_url=None, openapi_url=None)
+
+        @app.get("/health")
+        def health() -> dict[str, Any]:
+            return {"version": __version__, "pid": os.getpid(), "home": str(self.home),
+                    "socket": str(self.socket_path), "sandboxes": self.sandboxes()}
+
+        @app.post("/dispatch")
+        def dispatch(request: DispatchRequest) -> JSONResponse:
+            try:
+                answer = self.answer(request)
+            except Refusal as exc:
+                logger.info("left to the caller (in-process): %s", exc)
+                return JSONResponse({"detail": str(exc)}, status_code=409)
+            return JSONResponse({"exit_code": answer.exit_code, "stdout": answer.stdout,
+                                 "stderr": answer.stderr})
+
+        return app
+
+    # -- the socket -------------------------------------------------------------------
+
+    def listen(self) -> socket.socket:
+        """Lock, clear a stale socket file, bind (0600) and listen.
+
+        Raises:
+            DaemonError: another daemon serves the socket, or the path is unusable.
+        """
+        path = self.socket_path
+        parent = path.parent
+        try:
+            return self._listen(path, parent)
+        except BaseException:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+            raise
+
+    def _listen(self, path: Path, parent: Path) -> socket.socket:
+        try:
+            parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _make_private(parent)
+            self._lock_fd = _take_lock(path.with_name(path.name + ".lock"), path)
+            _clear_stale(path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            old = os.umask(0o177)  # never world-connectable, not even for a moment
+            try:
+                sock.bind(str(path))
+            finally:
+                os.umask(old)
+            os.chmod(path, 0o600)
+            self._socket_inode = os.lstat(path).st_ino
+            sock.listen(128)
+        except OSError as exc:
+            raise DaemonError(f"cannot listen on {path}: {exc.strerror or exc}") from exc
+        return sock
+
+    def serve(self, *, log_level: str = "info", warm: bool = True) -> None:
+        """Listen and answer until SIGTERM or SIGINT; then wait for requests in flight and close.
+
+        Raises:
+            DaemonError: another daemon serves the socket, or the path is unusable.
+        """
+        import uvicorn
+
+        logging.basicConfig(level=log_level.upper(), format="hookcage serve: %(levelname)s: %(message)s")
+        sock = self.listen()
+        try:
+            if warm:
+                self.warm()
+            config = uvicorn.Config(self.app, log_level=log_level, access_log=False, lifespan="on",
+                                    http="h11", loop="asyncio", ws="none")
+            logger.info("hookcage %s answering on %s (pid %d)", __version__, self.socket_path, os.getpid())
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            sock.close()
+            self.close()
+
+    def close(self) -> None:
+        """Wait for ``async`` hooks, close the shared sandboxes (a pool removes its
+        containers), remove the socket."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            shared = list(self._shared.values())
+            self._shared.clear()
+        self._async.shutdown(wait=True)
+        for sandbox in shared:
+            try:
+                sandbox.close()
+            except Exception:
+                logger.exception("closing a sandbox failed")
+        if self._socket_inode is not None:
+            with contextlib.suppress(FileNotFoundError):
+                if os.lstat(self.socket_path).st_ino == self._socket_inode:
+                    self.socket_path.unlink()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def _make_private(folder: Path) -> None:
+    """Make the socket's directory 0700 (refusing one that is shared or someone else's)."""
+    info = os.stat(folder)
+    if info.st_uid != os.geteuid():
+        raise DaemonError(f"{folder} belongs to another user: the socket needs a directory of yours")
+    if info.st_mode & 0o077:
+        if info.st_mode & (stat.S_ISVTX | stat.S_IWOTH):
+            raise DaemonError(f"{folder} is shared with other users: put the socket in a directory of its own")
+        os.chmod(folder, 0o700)
+        logger.info("made %s private (0700)", folder)
+
+
+def _take_lock(lock_path: Path, path: Path) -> int:
+    """Hold an exclusive lock for the daemon's lifetime (one daemon per socket)."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise DaemonError(f"another hookcage daemon (pid {holder}) is serving {path}") from None
+        raise
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def _clear_stale(path: Path) -> None:
+    """Remove a socket file nobody accepts connections on; refuse if someone does."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise DaemonError(f"{path} exists and is not a socket: refusing to replace it")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        os.unlink(path)  # left by a daemon that was killed
+        logger.info("removed stale socket %s", path)
+        return
+    except OSError:
+        pass  # busy (timed out): someone is there
+    finally:
+        probe.close()
+    running = client.health(str(path))
+    pid = running.get("pid") if running else "?"
+    raise DaemonError(f"another hookcage daemon (pid {pid}) answers on {path}")

@@ -1,0 +1,49 @@
+"""The benchmark script runs end to end and leaves nothing behind.
+
+Timing is never asserted here (PERF.md: benchmarks print, tests do not
+time); this only keeps ``benchmarks/bench.py`` working as the code changes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench.py"
+
+
+def test_the_benchmark_prints_its_table_and_leaves_no_container(
+    docker_api: object, runner_image: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--runs", "2", "--seconds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "HOOKCAGE_IMAGE": runner_image},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "| path | p50 | p90 | p99 | x floor | x docker run | target |" in out
+    for row in (
+        "host subprocess (the floor)",
+        "`docker run",
+        "in-process cold",
+        "in-process warm",
+        "`hookcage dispatch` spawned, no daemon",
+        "`hookcage dispatch` spawned, daemon running",
+        "5 matching hooks",
+        "daemon RSS",
+        "4 callers",
+        "memory of one pooled container",
+    ):
+        assert row in out, f"{row!r} missing from:\n{out}"
+    assert "n/a" not in out, out
+    assert "containers labelled hookcage.managed=true left after the run: 0" in out

@@ -1,0 +1,141 @@
+"""The daemon's shared sandboxes: the warm pool's settings, which factory builds what, closing.
+
+No engine is asked anything: ``DOCKER_HOST`` points nowhere, so the
+reaper every docker sandbox starts fails quietly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from executor.daemon import SANDBOX_SETTINGS, Daemon, pooled_sandbox_factory
+from executor.errors import ConfigError
+from executor.executor import default_sandbox_factory
+from executor.sandbox.base import RunRequest, RunResult, Sandbox
+from executor.sandbox.docker import DockerSandbox
+from executor.sandbox.host import HostSandbox
+from executor.sandbox.pool import PooledDockerSandbox
+from executor.settings import Settings, load_settings
+
+
+@pytest.fixture(autouse=True)
+def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    home, managed = tmp_path / "home", tmp_path / "managed"
+    home.mkdir()
+    managed.mkdir()
+    monkeypatch.setenv("HOOKCAGE_HOME", str(home))
+    monkeypatch.setenv("HOOKCAGE_MANAGED_DIR", str(managed))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    for name in ("HOOKCAGE_POOL_SIZE", "HOOKCAGE_POOL_TOTAL", "HOOKCAGE_POOL_IDLE_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    return home, managed
+
+
+def test_pool_settings_defaults_environment_and_files(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    home, _ = dirs
+    s = load_settings()
+    assert (s.pool_size, s.pool_total, s.pool_idle_timeout) == (2, 8, 300.0)
+    (home / "config.toml").write_text("pool_size = 4\npool_idle_timeout = 60\n")
+    monkeypatch.setenv("HOOKCAGE_POOL_TOTAL", "3")
+    s = load_settings()
+    assert (s.pool_size, s.pool_total, s.pool_idle_timeout) == (4, 3, 60.0)
+    monkeypatch.setenv("HOOKCAGE_POOL_SIZE", "0")
+    assert load_settings().pool_size == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [("pool_size = -1", "pool_size"), ("pool_total = -1", "pool_total"), ("pool_idle_timeout = 1", "pool_idle_timeout")],
+)
+def test_bad_pool_settings_name_the_file(dirs: tuple[Path, Path], line: str, name: str) -> None:
+    home, _ = dirs
+    (home / "config.toml").write_text(line + "\n")
+    with pytest.raises(ConfigError, match=rf"config.toml: setting '{name}'"):
+        load_settings()
+
+
+def test_in_process_docker_is_cold_and_the_daemons_is_pooled_with_the_same_profile(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: dict[str, Any] = {}
+
+    class Spy(PooledDockerSandbox):
+        def __init__(self, **options: Any) -> None:
+            asked.update(options)
+            super().__init__(**options)
+
+    monkeypatch.setattr("executor.sandbox.pool.PooledDockerSandbox", Spy)
+    settings = load_settings(memory="256m", cpus=0.5, pids=64, tmpfs_size="16m", pool_size=3, pool_total=5,
+                             pool_idle_timeout=42)
+    cold = default_sandbox_factory("docker", settings)
+    warm = pooled_sandbox_factory("docker", settings)
+    try:
+        assert type(cold) is DockerSandbox
+        assert isinstance(warm, Spy)
+        assert warm.profile == cold.profile
+        assert (asked["pool_size"], asked["pool_total"], asked["idle_timeout"]) == (3, 5, 42.0)
+        assert asked["staging_dir"] == str(dirs[0] / "staging")
+        assert warm.stats().ready == 0  # nothing is started before a run asks for a shape
+    finally:
+        cold.close()
+        warm.close()
+    assert isinstance(pooled_sandbox_factory("host", settings), HostSandbox)
+
+
+@pytest.mark.parametrize("overrides", [{"pool_size": 0}, {"pool_total": 0}])
+def test_a_pool_of_zero_is_the_cold_backend(overrides: dict[str, Any]) -> None:
+    sandbox = pooled_sandbox_factory("docker", load_settings(**overrides))
+    try:
+        assert type(sandbox) is DockerSandbox
+    finally:
+        sandbox.close()
+
+
+class Recorded(Sandbox):
+    name = "docker"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.closed = False
+
+    def run(self, request: RunRequest) -> RunResult:
+        raise AssertionError("not run here")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_one_shared_sandbox_per_profile_pool_settings_included_all_closed_at_stop(tmp_path: Path) -> None:
+    assert {"pool_size", "pool_total", "pool_idle_timeout"} <= set(SANDBOX_SETTINGS)
+    made: list[Recorded] = []
+
+    def factory(backend: str, settings: Settings) -> Sandbox:
+        made.append(Recorded(settings))
+        return made[-1]
+
+    daemon = Daemon(tmp_path / "sock", sandbox_factory=factory, home=tmp_path / "home")
+    first = daemon.shared_sandbox("docker", load_settings())
+    assert daemon.shared_sandbox("docker", load_settings()) is first
+    assert daemon.shared_sandbox("docker", load_settings(pool_size=5)) is not first
+    assert daemon.shared_sandbox("docker", load_settings(pool_idle_timeout=30)) is not first
+    assert len(made) == 3
+    [entry, *_] = daemon.sandboxes()
+    assert entry["backend"] == "docker" and entry["pool"] is None
+    assert entry["profile"]["pool_size"] == 2 and set(entry["profile"]) == set(SANDBOX_SETTINGS)
+    daemon.close()
+    assert all(sandbox.closed for sandbox in made)
+    assert daemon.sandboxes() == []
+
+
+def test_health_shows_the_pools_counters(tmp_path: Path) -> None:
+    daemon = Daemon(tmp_path / "sock", home=tmp_path / "home")
+    try:
+        daemon.shared_sandbox("docker", load_settings())
+        [entry] = daemon.sandboxes()
+        assert entry["pool"] == {"warm": 0, "cold": 0, "fallbacks": 0, "created": 0,
+                                 "creation_failures": 0, "ready": 0}
+    finally:
+        daemon.close()
