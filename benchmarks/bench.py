@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +29,28 @@ from typing import Any
 
 STDIN = b"x" * 1024
 MANAGED = {"label": "hookcage.managed=true"}
+GAP = 0.5
+"""Seconds left between two timed runs of a warm path (untimed): as between an
+agent's tool calls, so that the pool has replaced the container just used."""
+PIP_SCRIPT = """# -*- coding: utf-8 -*-
+import re
+import sys
+from executor.entry import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+
+
+def health(sock: Path) -> Any:
+    """``GET /health`` from the daemon on ``sock``."""
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(sock))
+        conn.sendall(b"GET /health HTTP/1.0\r\nHost: hookcage\r\n\r\n")
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    return json.loads(data.split(b"\r\n\r\n", 1)[1])
 HOOK = "cat >/dev/null; echo ok"
 
 
@@ -36,11 +59,12 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def timed(fn: Callable[[], Any], runs: int, warmup: int = 2) -> list[float]:
+def timed(fn: Callable[[], Any], runs: int, warmup: int = 2, gap: float = 0.0) -> list[float]:
     for _ in range(warmup):
         fn()
     out = []
     for _ in range(runs):
+        time.sleep(gap)
         t = time.perf_counter()
         fn()
         out.append((time.perf_counter() - t) * 1000)
@@ -48,12 +72,11 @@ def timed(fn: Callable[[], Any], runs: int, warmup: int = 2) -> list[float]:
 
 
 def settle(pool: Any, spares: int) -> None:
-    """Wait until ``pool`` has ``spares`` ready and has stopped creating: as between
-    an agent's tool calls, which come seconds apart."""
+    """Wait until ``pool`` has ``spares`` ready, then ``GAP`` more (the engine settles)."""
     deadline = time.monotonic() + 20
     while len(pool.spares()) < spares and time.monotonic() < deadline:
         time.sleep(0.01)
-    time.sleep(0.05)
+    time.sleep(GAP)
 
 
 class Bench:
@@ -132,47 +155,81 @@ class Bench:
                 samples.append((time.perf_counter() - t) * 1000)
         self.rows.append(("in-process warm (pool, pre-started)", samples, "p50 <= 15 ms"))
 
-    def spawned(self, daemon: bool) -> None:
-        exe = shutil.which("hookcage")
+    def console_script(self) -> str | None:
+        """The interpreter's own ``hookcage`` script (a pyenv shim on PATH adds a bash start-up)."""
+        own = Path(sys.executable).parent / "hookcage"
+        return str(own) if own.exists() else shutil.which("hookcage")
+
+    def clean_venv(self) -> tuple[str, str]:
+        """A venv without site packages: its python, and a ``hookcage`` script as pip writes it.
+
+        Only the daemon-answered path can run there (it imports the standard
+        library and ``executor`` alone); it shows what start-up costs without
+        this machine's extra ``.pth`` files.
+        """
+        import executor
+
+        venv = self.tmp / "venv"
+        if (venv / "bin" / "hookcage").exists():
+            return str(venv / "bin" / "python"), str(venv / "bin" / "hookcage")
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        site = next((venv / "lib").glob("python3*/site-packages"))
+        (site / "hookcage-src.pth").write_text(str(Path(executor.__file__).resolve().parents[1]) + "\n")
+        python = venv / "bin" / "python"
+        script = venv / "bin" / "hookcage"
+        script.write_text(f"#!{python}\n" + PIP_SCRIPT)
+        script.chmod(0o755)
+        return str(python), str(script)
+
+    def startup(self) -> None:
+        python, _ = self.clean_venv()
+        for name, exe in (("this machine's interpreter", sys.executable), ("a clean venv", python)):
+            self.rows.append((f"`python -c pass`, {name} (start-up floor)", timed(
+                lambda exe=exe: subprocess.run([exe, "-c", "pass"], capture_output=True), self.runs), ""))
+
+    def spawned(self) -> None:
+        exe = self.console_script()
         if exe is None:
             self.rows.append(("`hookcage dispatch` spawned", None, "n/a: console script missing"))
             return
         self.hooks_file(1)
         env = self.env()
-        proc = None
-        label = "`hookcage dispatch` spawned, daemon running" if daemon else "`hookcage dispatch` spawned, no daemon"
-        if daemon:
-            sock = self.home / "hookcage.sock"
-            proc = subprocess.Popen([exe, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        payload = self.payload()
+
+        def dispatch(script: str) -> Callable[[], None]:
+            def one() -> None:
+                out = subprocess.run([script, "dispatch", "PreToolUse"], input=payload, capture_output=True, env=env)
+                assert out.returncode == 0 and out.stdout == b"{}\n", out
+            return one
+
+        self.rows.append(("`hookcage dispatch` spawned, no daemon", timed(dispatch(exe), self.runs, gap=GAP),
+                          "p50 <= 1.6x docker run"))
+        sock = self.home / "hookcage.sock"
+        with open(self.tmp / "serve.log", "wb") as log:
+            proc = subprocess.Popen([exe, "serve"], env=env, stdout=log, stderr=log)
+        try:
             deadline = time.monotonic() + 30
             while not sock.exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
             if not sock.exists():
-                proc.kill()
-                self.rows.append((label, None, "n/a: the daemon did not start"))
+                self.rows.append(("`hookcage dispatch` spawned, daemon running", None, "n/a: the daemon did not start"))
                 return
-            time.sleep(0.5)
-        try:
-            payload = self.payload()
-
-            def one() -> None:
-                out = subprocess.run([exe, "dispatch", "PreToolUse"], input=payload, capture_output=True, env=env)
-                assert out.returncode == 0, out.stderr
-
-            samples = timed(one, self.runs)
-            target = "p50 <= 60 ms" if daemon else "p50 <= 1.6x docker run"
-            self.rows.append((label, samples, target))
-            if daemon and proc is not None:
-                rss = Path(f"/proc/{proc.pid}/status").read_text()
-                kb = next(int(line.split()[1]) for line in rss.splitlines() if line.startswith("VmRSS"))
-                self.extra.append(("daemon RSS", f"{kb / 1024:.1f} MiB"))
+            _, clean = self.clean_venv()
+            for name, script in (("", exe), (", clean venv", clean)):
+                samples = timed(dispatch(script), self.runs, gap=GAP)
+                self.rows.append((f"`hookcage dispatch` spawned, daemon running{name}", samples, "p50 <= 60 ms"))
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS"))
+            self.extra.append(("daemon RSS after those runs", f"{kb / 1024:.1f} MiB"))
+            pools = [entry["pool"] for entry in health(sock)["sandboxes"] if entry.get("pool")]
+            self.extra.append(("daemon's pool over those runs", ", ".join(
+                f"{p['warm']} warm, {p['cold']} cold, {p['fallbacks']} fallbacks" for p in pools) or "none"))
         finally:
-            if proc is not None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
     def five_hooks(self) -> None:
         from executor.executor import HookExecutor
@@ -311,7 +368,7 @@ def main() -> int:
     args = parser.parse_args()
     bench = Bench(args.runs, args.seconds)
     for step in (bench.floor, bench.docker_run, bench.cold, bench.warm, bench.warm_rw,
-                 lambda: bench.spawned(False), lambda: bench.spawned(True),
+                 bench.startup, bench.spawned,
                  bench.five_hooks, bench.throughput, bench.pooled_memory):
         step()
         print(".", end="", file=sys.stderr, flush=True)
