@@ -143,8 +143,9 @@ NONCE_BYTES = 16
 EXIT_GRACE = 0.5
 """Seconds a used pooled container gets to exit by itself before it is removed running."""
 REFILL_DEFER = 0.2
-"""Seconds the refill holds back while warm runs are in flight: starting a container
-costs the engine (and, on a small machine, the CPU) what the running hook needs."""
+"""Seconds the refill holds back while warm runs are in flight and every key still
+has a spare: starting a container costs the engine (and, on a small machine, the
+CPU) what the running hook needs."""
 
 _READ_CHUNK = 256 * 1024
 _WRITE_CHUNK = 64 * 1024
@@ -595,8 +596,9 @@ class PooledDockerSandbox(DockerSandbox):
                 if self._closed:
                     return
                 now = time.monotonic()
-                if self._in_flight and now < self._defer_until:
-                    # Let the hooks in flight have the machine; not for long.
+                if self._in_flight and now < self._defer_until and not self._book.hungry(now):
+                    # Let the hooks in flight have the machine; not for long,
+                    # and not when a key ran dry (its next run would go cold).
                     self._cond.wait(self._defer_until - now)
                     continue
                 plan = self._book.plan(now)

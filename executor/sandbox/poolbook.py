@@ -266,6 +266,13 @@ class PoolBook:
             state.spares.clear()
         return spares
 
+    def hungry(self, now: float) -> bool:
+        """Whether a wanted key has no spare ready: its next run would go cold."""
+        return any(
+            not state.spares and now >= state.retry_after and self.size(key) > 0
+            for key, state in self._keys.items()
+        )
+
     def total(self) -> int:
         """Spares ready and being created, across keys."""
         return sum(len(s.spares) + s.creating for s in self._keys.values())

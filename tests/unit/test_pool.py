@@ -612,6 +612,19 @@ def test_bursts_are_capped_by_the_total_and_prewarms_do_not_count() -> None:
     assert spread.size("k") == 2
 
 
+def test_a_key_without_a_ready_spare_is_hungry() -> None:
+    book = PoolBook(pool_size=2, pool_total=8, idle_timeout=IDLE)
+    assert not book.hungry(0)
+    book.want("k", 10, now=0)
+    assert book.hungry(0)  # wanted, nothing ready yet
+    assert fill(book, 0) == ["k", "k"]
+    assert not book.hungry(0)
+    assert book.take("k", 10, 1, WALL) is not None
+    assert not book.hungry(1)  # one left: refilling can wait for the run
+    assert book.take("k", 10, 1, WALL) is not None
+    assert book.hungry(1)
+
+
 def test_no_pool_size_means_no_pool_whatever_the_bursts() -> None:
     book = PoolBook(pool_size=0, pool_total=8, idle_timeout=IDLE)
     for i in range(5):
