@@ -32,6 +32,8 @@ MANAGED = {"label": "hookcage.managed=true"}
 GAP = 0.5
 """Seconds left between two timed runs of a warm path (untimed): as between an
 agent's tool calls, so that the pool has replaced the container just used."""
+QUIET = 0.3
+"""Seconds left (untimed) before each path of a round."""
 PIP_SCRIPT = """# -*- coding: utf-8 -*-
 import re
 import sys
@@ -121,39 +123,58 @@ class Bench:
 
     # -- measurements ----------------------------------------------------------
 
-    def floor(self) -> None:
-        self.rows.append(("host subprocess (the floor)", timed(
-            lambda: subprocess.run(["sh", "-c", HOOK], input=STDIN, capture_output=True), self.runs), ""))
-
-    def docker_run(self) -> None:
-        cmd = ["docker", "run", "--rm", "-i", "--network", "none", "-v", f"{self.ws}:{self.ws}:ro",
-               "--label", "hookcage.managed=true", self.image, "sh", "-c", HOOK]
-        self.rows.append(("`docker run --rm -i --network none -v ws:ro`", timed(
-            lambda: subprocess.run(cmd, input=STDIN, capture_output=True), self.runs), ""))
-
-    def cold(self) -> None:
+    def paths(self) -> None:
+        """The single-hook paths, measured in rounds: each round times every path once,
+        so that load from elsewhere on a shared machine lands on all of them alike."""
+        from executor.sandbox.base import SandboxOptions
         from executor.sandbox.docker import DockerSandbox
+        from executor.sandbox.pool import PooledDockerSandbox
 
-        with DockerSandbox(client=self.client, reap_on_start=False) as sandbox:
-            samples = timed(lambda: sandbox.run(self.request()), self.runs)
-        self.rows.append(("in-process cold (DockerSandbox)", samples, "<= 0.6x docker run"))
+        run = ["docker", "run", "--rm", "-i", "--network", "none", "-v", f"{self.ws}:{self.ws}:ro",
+               "--label", "hookcage.managed=true", self.image, "sh", "-c", HOOK]
+        ro = self.request()
+        rw = replace(ro, options=SandboxOptions(workspace="rw"))
+        with DockerSandbox(client=self.client, reap_on_start=False) as cold, \
+                PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=2) as warm, \
+                PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=2) as warm_rw:
+            warm.prewarm(ro, wait=30)
+            warm_rw.prewarm(rw, wait=30)
 
-    def warm(self) -> None:
-        try:
-            from executor.sandbox.pool import PooledDockerSandbox
-        except ImportError as exc:
-            self.rows.append(("in-process warm (pool)", None, f"n/a: {exc}"))
-            return
-        with PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=2) as sandbox:
-            sandbox.prewarm(self.request(), wait=30)
+            # Each path returns when its timing started (None: when it was called),
+            # so that a pooled path can first wait, untimed, for its pool to settle.
+            def pooled(pool: Any, request: Any) -> Callable[[], float | None]:
+                def one() -> float | None:
+                    settle(pool, 2)
+                    clock = time.perf_counter()
+                    pool.run(request)
+                    return clock
+                return one
 
-            samples = []
-            for _ in range(self.runs):
-                settle(sandbox, 2)
-                t = time.perf_counter()
-                sandbox.run(self.request())
-                samples.append((time.perf_counter() - t) * 1000)
-        self.rows.append(("in-process warm (pool, pre-started)", samples, "p50 <= 15 ms"))
+            def whole(fn: Callable[[], Any]) -> Callable[[], float | None]:
+                def one() -> float | None:
+                    fn()
+                    return None
+                return one
+
+            paths: list[tuple[str, Callable[[], float | None], str]] = [
+                ("host subprocess (the floor)", whole(
+                    lambda: subprocess.run(["sh", "-c", HOOK], input=STDIN, capture_output=True)), ""),
+                ("`docker run --rm -i --network none -v ws:ro`", whole(
+                    lambda: subprocess.run(run, input=STDIN, capture_output=True)), ""),
+                ("in-process cold (DockerSandbox)", whole(lambda: cold.run(ro)), "<= 0.6x docker run"),
+                ("in-process warm (pool, pre-started)", pooled(warm, ro), "p50 <= 15 ms"),
+                ("in-process warm, `workspace: rw` (ends when the container has exited)", pooled(warm_rw, rw), ""),
+            ]
+            samples: list[list[float]] = [[] for _ in paths]
+            for round_ in range(self.runs + 2):  # two warm-up rounds
+                for i, (_, fn, _) in enumerate(paths):
+                    time.sleep(QUIET)  # the last path's containers finish going away
+                    called = time.perf_counter()
+                    started = fn()
+                    if round_ >= 2:
+                        samples[i].append((time.perf_counter() - (started or called)) * 1000)
+        for (name, _, target), taken in zip(paths, samples, strict=True):
+            self.rows.append((name, taken, target))
 
     def console_script(self) -> str | None:
         """The interpreter's own ``hookcage`` script (a pyenv shim on PATH adds a bash start-up)."""
@@ -258,21 +279,6 @@ class Bench:
                 self.rows.append((f"in-process dispatch, warm pool, {count} matching hook{plural}", samples,
                                   "5 hooks <= 1.5x one" if count == 5 else ""))
 
-    def warm_rw(self) -> None:
-        from executor.sandbox.base import SandboxOptions
-        from executor.sandbox.pool import PooledDockerSandbox
-
-        request = replace(self.request(), options=SandboxOptions(workspace="rw"))
-        with PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=2) as sandbox:
-            sandbox.prewarm(request, wait=30)
-            samples = []
-            for _ in range(self.runs):
-                settle(sandbox, 2)
-                t = time.perf_counter()
-                sandbox.run(request)
-                samples.append((time.perf_counter() - t) * 1000)
-        self.rows.append(("in-process warm, `workspace: rw` (ends when the container has exited)", samples, ""))
-
     def throughput(self) -> None:
         from executor.sandbox.docker import DockerSandbox
 
@@ -367,8 +373,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
     bench = Bench(args.runs, args.seconds)
-    for step in (bench.floor, bench.docker_run, bench.cold, bench.warm, bench.warm_rw,
-                 bench.startup, bench.spawned,
+    for step in (bench.paths, bench.startup, bench.spawned,
                  bench.five_hooks, bench.throughput, bench.pooled_memory):
         step()
         print(".", end="", file=sys.stderr, flush=True)
