@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypedDict, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 import docker  # type: ignore[import-untyped, unused-ignore]
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
@@ -871,6 +871,74 @@ def half_close(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_WR)
 
 
+PumpEnd = Literal["eof", "deadline", "stopped"]
+
+
+def pump_frames(
+    sock: socket.socket,
+    data: bytes,
+    deadline: float,
+    take: Callable[[int, memoryview], bool],
+) -> PumpEnd:
+    """Write ``data`` then half-close, while handing each demultiplexed piece to ``take``.
+
+    Args:
+        sock: the attached socket, blocking or not (made non-blocking here).
+        data: everything to send on stdin.
+        deadline: ``time.monotonic()`` value at which to give up.
+        take: gets ``(stream, piece)`` for each piece; returns True to stop
+            reading now (the caller has what it needs).
+
+    Returns:
+        ``"eof"`` (the stream ended), ``"deadline"`` or ``"stopped"`` (``take`` said so).
+
+    Raises:
+        FrameError: the stream is not in the multiplexed format.
+        OSError: the connection failed other than by the engine closing it.
+    """
+    sock.setblocking(False)
+    pending = memoryview(data)
+    if not pending:
+        half_close(sock)
+    state = FrameState()
+    with selectors.DefaultSelector() as selector:
+        key = selector.register(
+            sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if pending else 0)
+        )
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "deadline"
+            ready = selector.select(remaining)
+            mask = ready[0][1] if ready else 0
+            if mask & selectors.EVENT_WRITE:
+                try:
+                    sent = sock.send(pending[:_WRITE_CHUNK])
+                except BlockingIOError:
+                    sent = 0
+                except (BrokenPipeError, ConnectionResetError):
+                    sent = len(pending)  # the hook exited without reading it all
+                pending = pending[sent:]
+                if not pending:
+                    half_close(sock)
+                    key = selector.modify(key.fileobj, selectors.EVENT_READ)
+            if mask & selectors.EVENT_READ:
+                try:
+                    chunk = sock.recv(_READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                except ConnectionResetError:
+                    return "eof"
+                if not chunk:
+                    return "eof"
+                state, pieces = demux_frames(state, chunk)
+                stop = False
+                for stream, piece in pieces:
+                    stop = take(stream, piece) or stop
+                if stop:
+                    return "stopped"
+
+
 def pump(
     sock: socket.socket, stdin: bytes, deadline: float, stdout: CappedBuffer, stderr: CappedBuffer
 ) -> bool:
@@ -890,45 +958,13 @@ def pump(
         FrameError: the stream is not in the multiplexed format.
         OSError: the connection failed other than by the engine closing it.
     """
-    sock.setblocking(False)
-    pending = memoryview(stdin)
-    if not pending:
-        half_close(sock)
     sinks = {STDIN: stdout, STDOUT: stdout, STDERR: stderr, SYSTEMERR: stderr}
-    state = FrameState()
-    with selectors.DefaultSelector() as selector:
-        key = selector.register(
-            sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if pending else 0)
-        )
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            ready = selector.select(remaining)
-            mask = ready[0][1] if ready else 0
-            if mask & selectors.EVENT_WRITE:
-                try:
-                    sent = sock.send(pending[:_WRITE_CHUNK])
-                except BlockingIOError:
-                    sent = 0
-                except (BrokenPipeError, ConnectionResetError):
-                    sent = len(pending)  # the hook exited without reading it all
-                pending = pending[sent:]
-                if not pending:
-                    half_close(sock)
-                    key = selector.modify(key.fileobj, selectors.EVENT_READ)
-            if mask & selectors.EVENT_READ:
-                try:
-                    data = sock.recv(_READ_CHUNK)
-                except BlockingIOError:
-                    continue
-                except ConnectionResetError:
-                    return True
-                if not data:
-                    return True
-                state, pieces = demux_frames(state, data)
-                for stream, piece in pieces:
-                    sinks[stream].add(piece)
+
+    def take(stream: int, piece: memoryview) -> bool:
+        sinks[stream].add(piece)
+        return False
+
+    return pump_frames(sock, stdin, deadline, take) == "eof"
 
 
 # --------------------------------------------------------------------------

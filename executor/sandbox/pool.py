@@ -82,7 +82,6 @@ import os
 import queue
 import secrets
 import select
-import selectors
 import shutil
 import socket
 import tempfile
@@ -112,8 +111,8 @@ from executor.sandbox.docker import (
     container_args,
     demux_frames,
     engine_url,
-    half_close,
     map_engine_error,
+    pump_frames,
     raw_socket,
     remove_container_quietly,
     retry_transient,
@@ -181,54 +180,25 @@ def pump_job(
         FrameError: the stream is not in the multiplexed format.
         OSError: the connection failed other than by the engine closing it.
     """
-    sock.setblocking(False)
-    pending = memoryview(data)
-    if not pending:
-        half_close(sock)
     buffers = {STDIN: stdout, STDOUT: stdout, STDERR: stderr}
-    state = FrameState()
-    with selectors.DefaultSelector() as selector:
-        key = selector.register(
-            sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if pending else 0)
-        )
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return "deadline"
-            ready = selector.select(remaining)
-            mask = ready[0][1] if ready else 0
-            if mask & selectors.EVENT_WRITE:
-                try:
-                    sent = sock.send(pending[:_WRITE_CHUNK])
-                except BlockingIOError:
-                    sent = 0
-                except (BrokenPipeError, ConnectionResetError):
-                    sent = len(pending)  # the hook exited without reading it all
-                pending = pending[sent:]
-                if not pending:
-                    half_close(sock)
-                    key = selector.modify(key.fileobj, selectors.EVENT_READ)
-            if mask & selectors.EVENT_READ:
-                try:
-                    chunk = sock.recv(_READ_CHUNK)
-                except BlockingIOError:
-                    continue
-                except ConnectionResetError:
-                    chunk = b""
-                if not chunk:
-                    done = reader.done
-                    out, err = reader.finish()
-                    stdout.add(out)
-                    stderr.add(err)
-                    return "done" if done and until_eof else "eof"
-                state, pieces = demux_frames(state, chunk)
-                for stream, piece in pieces:
-                    if stream in buffers:
-                        buffers[stream].add(reader.feed(stream, piece))
-                    else:  # the engine's own error stream: not the hook's
-                        stderr.add(piece)
-                if reader.done and not until_eof:
-                    return "done"
+
+    def take(stream: int, piece: memoryview) -> bool:
+        if stream in buffers:
+            buffers[stream].add(reader.feed(stream, piece))
+        else:  # the engine's own error stream: not the hook's
+            stderr.add(piece)
+        return reader.done and not until_eof
+
+    end = pump_frames(sock, data, deadline, take)
+    if end == "stopped":
+        return "done"
+    if end == "deadline":
+        return "deadline"
+    done = reader.done
+    out, err = reader.finish()
+    stdout.add(out)
+    stderr.add(err)
+    return "done" if done and until_eof else "eof"
 
 
 def await_ready(sock: socket.socket, deadline: float) -> bool:
