@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -81,3 +83,27 @@ class OnlyThese:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._api, name)
+
+
+class FakeEngine(threading.Thread):
+    """The engine's side of an attach on a socket pair: reads stdin until our
+    half-close (unless ``read_stdin`` is False), sends ``reply``, then closes its
+    end, or with ``keep_open`` leaves the stream open (a container still running)."""
+
+    def __init__(
+        self, sock: socket.socket, reply: bytes, *, read_stdin: bool = True, keep_open: bool = False
+    ) -> None:
+        super().__init__(daemon=True)
+        self.sock, self.reply = sock, reply
+        self.read_stdin, self.keep_open = read_stdin, keep_open
+        self.stdin = bytearray()
+
+    def run(self) -> None:
+        while self.read_stdin:
+            data = self.sock.recv(65536)
+            if not data:  # our half-close
+                break
+            self.stdin += data
+        self.sock.sendall(self.reply)
+        if not self.keep_open:
+            self.sock.close()

@@ -716,7 +716,7 @@ def _finished_at(client: docker.APIClient, entry: Mapping[str, Any]) -> float:
     return parsed.timestamp() + float(f"0.{fraction or 0}"[:8])
 
 
-POOL_OWNER_LABEL = "hookcage.pool"
+POOL_LABEL = "hookcage.pool"
 """Label of a warm pool's containers (its value: the pid of the pool's process)."""
 
 
@@ -731,7 +731,7 @@ def _run_is_over(
     expired = expires is not None and expires <= now
     state = entry.get("State")
     if state in ("exited", "dead", "created"):
-        if expires is None or (POOL_OWNER_LABEL in labels and not expired):
+        if expires is None or (POOL_LABEL in labels and not expired):
             # Not a hook run (an image build, say), or a warm pool's container
             # that ended (its pool may have been killed; a pooled container
             # never starts again): its owner may still be reading it.

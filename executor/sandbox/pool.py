@@ -100,7 +100,7 @@ from executor.sandbox.docker import (
     EXPIRY_MARGIN,
     FRAME_HEADER_SIZE,
     MANAGED_LABEL,
-    POOL_OWNER_LABEL,
+    POOL_LABEL,
     STDERR,
     STDIN,
     STDOUT,
@@ -136,8 +136,6 @@ from executor.sandbox.warmjob import (
 
 logger = logging.getLogger(__name__)
 
-POOL_LABEL = POOL_OWNER_LABEL
-"""Label of pooled containers: the pid of the process that owns them."""
 NONCE_BYTES = 16
 EXIT_GRACE = 0.5
 """Seconds a used pooled container gets to exit by itself before it is removed running."""
@@ -847,7 +845,7 @@ def _write_overlays(handle: _Handle, overlays: Mapping[str, str]) -> None:
         offset = 0
         while offset < len(view):
             offset += os.pwrite(fd, view[offset:], offset)
-        os.fsync(fd)
+        # No fsync: the container reads the same inode through the page cache.
 
 
 __all__ = [

@@ -10,7 +10,6 @@ import http.client
 import math
 import os
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 import requests  # type: ignore[import-untyped, unused-ignore]
 import requests.exceptions  # type: ignore[import-untyped, unused-ignore]
 import urllib3.exceptions
+from support import FakeEngine
 
 from executor.errors import SandboxError, SandboxUnavailable
 from executor.sandbox.base import RunRequest, SandboxOptions
@@ -173,32 +173,6 @@ def test_capped_buffer_with_zero_cap() -> None:
 # --------------------------------------------------------------------------
 # The stream pump, against a fake engine on a socketpair
 # --------------------------------------------------------------------------
-
-
-class FakeEngine(threading.Thread):
-    """The engine's side of an attach: reads stdin until EOF, then sends frames."""
-
-    def __init__(self, sock: socket.socket, reply: bytes, *, read_stdin: bool = True) -> None:
-        super().__init__(daemon=True)
-        self.sock, self.reply, self.read_stdin = sock, reply, read_stdin
-        self.stdin = bytearray()
-
-    def run(self) -> None:
-        with self.sock:
-            while self.read_stdin:
-                data = self.sock.recv(65536)
-                if not data:  # our half-close
-                    break
-                self.stdin += data
-            self.sock.sendall(self.reply)
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    ours, theirs = socket.socketpair()
-    yield ours, theirs
-    ours.close()
-    theirs.close()
 
 
 def test_pump_writes_stdin_half_closes_and_reads_to_the_end(

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import FakeEngine
 
 from executor.sandbox.base import RunRequest, SandboxOptions
 from executor.sandbox.docker import (
@@ -308,33 +309,8 @@ def test_reader_partial_acknowledgement_at_eof_is_output() -> None:
 
 
 # --------------------------------------------------------------------------
-# The pump, against a fake bootstrap on a socketpair
+# The pump, against a fake bootstrap (the engine side, left open) on a socketpair
 # --------------------------------------------------------------------------
-
-
-class FakeBootstrap(threading.Thread):
-    """The container's side: reads the job and stdin until EOF, then answers."""
-
-    def __init__(self, sock: socket.socket, reply: bytes, *, read_all: bool = True) -> None:
-        super().__init__(daemon=True)
-        self.sock, self.reply, self.read_all = sock, reply, read_all
-        self.received = bytearray()
-
-    def run(self) -> None:
-        while self.read_all:
-            data = self.sock.recv(65536)
-            if not data:
-                break
-            self.received += data
-        self.sock.sendall(self.reply)
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    ours, theirs = socket.socketpair()
-    yield ours, theirs
-    ours.close()
-    theirs.close()
 
 
 def pump(
@@ -356,7 +332,7 @@ def test_pump_returns_on_both_markers_without_waiting_for_the_stream_to_end(
         + frame(SYSTEMERR, b"engine note\n")
         + frame(STDOUT, marker(0, 0))
     )
-    engine = FakeBootstrap(theirs, reply)
+    engine = FakeEngine(theirs, reply, keep_open=True)
     engine.start()
     began = time.monotonic()
     end, reader, out, err = pump(ours, job)
@@ -364,14 +340,14 @@ def test_pump_returns_on_both_markers_without_waiting_for_the_stream_to_end(
     assert (out, err) == (b"stdin bytes", b"engine note\n")
     assert reader.status == 0
     engine.join(2)
-    assert bytes(engine.received) == job  # then our half-close
+    assert bytes(engine.stdin) == job  # then our half-close
 
 
 def test_pump_forged_markers_do_not_end_the_run(pair: tuple[socket.socket, socket.socket]) -> None:
     ours, theirs = pair
     forged = marker(0, 0, nonce=OTHER)
     reply = frame(STDOUT, ACK + forged) + frame(STDERR, forged) + frame(STDOUT, b"still here\n")
-    FakeBootstrap(theirs, reply).start()
+    FakeEngine(theirs, reply, keep_open=True).start()
     end, reader, out, err = pump(ours, encode_job(NONCE, "/", "x", {}), timeout=0.5)
     assert end == "deadline" and not reader.done
     assert out == forged + b"still here\n"
@@ -384,7 +360,7 @@ def test_pump_until_eof_does_not_end_on_markers_while_the_stream_is_open(
     # A hook that stole its nonce prints this job's markers and lives on:
     # with a writable mount the run must not end before its last process.
     ours, theirs = pair
-    FakeBootstrap(theirs, frame(STDOUT, ACK + marker(0, 0)) + frame(STDERR, marker(0, 0))).start()
+    FakeEngine(theirs, frame(STDOUT, ACK + marker(0, 0)) + frame(STDERR, marker(0, 0)), keep_open=True).start()
     end, reader, _, _ = pump(ours, b"job", timeout=0.5, until_eof=True)
     assert end == "deadline"
     assert reader.done  # the markers were there: only the open stream kept the run going
@@ -421,7 +397,12 @@ def test_pump_returns_with_stdin_unsent_when_the_hook_ignores_it(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, theirs = pair
-    FakeBootstrap(theirs, frame(STDOUT, ACK + marker(0, 0)) + frame(STDERR, marker(0, 0)), read_all=False).start()
+    FakeEngine(
+        theirs,
+        frame(STDOUT, ACK + marker(0, 0)) + frame(STDERR, marker(0, 0)),
+        read_stdin=False,
+        keep_open=True,
+    ).start()
     end, _, _, _ = pump(ours, b"z" * (32 << 20))
     assert end == "done"
 
