@@ -233,8 +233,12 @@ def _show_file(state: Any, previous: Any, root: Path) -> None:
         return
     text = (state.data or b"").decode("utf-8", errors="replace")
     label = f"    {state.path} ({len(state.data or b'')} bytes"
+    label += ", executable" if state.executable else ", not executable"
     label += f", symlink to {state.link})" if state.kind == "symlink" else ")"
     old = previous.file_text.get(state.path) if previous is not None else None
+    was_executable = previous is not None and state.path in previous.executable
+    if old is not None and was_executable != state.executable:
+        click.echo(f"    {state.path}: execute bit {'added' if state.executable else 'removed'} since the last review")
     if old is not None and old != text:
         click.echo(label + " - changed since the last review:")
         diff = difflib.unified_diff(old.splitlines(), text.splitlines(), "reviewed", "now", lineterm="")

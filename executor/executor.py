@@ -448,7 +448,7 @@ class HookExecutor:
         for i, state in enumerate(present):
             staged = folder / f"{i:04d}"
             staged.write_bytes(state.data or b"")
-            staged.chmod(0o444)
+            staged.chmod(state.mode)  # the execute bit it was reviewed with, never write
             overlays[str(root / state.path)] = str(staged)
         return overlays
 

@@ -110,6 +110,9 @@ class FileState:
     ``link`` is the link's own text and ``sha256`` the hash of the file it
     leads to (``None`` when that is a directory or does not exist). ``data``
     holds the exact bytes that were hashed (``None`` when nothing was).
+    ``executable`` is whether the file (the one a symlink leads to) has an
+    execute bit: ``./hook.sh`` runs only if it does, so the bit is part of the
+    trust hash and of the staged copy.
     """
 
     path: str
@@ -117,6 +120,12 @@ class FileState:
     sha256: str | None
     link: str | None = None
     data: bytes | None = field(default=None, compare=False, repr=False)
+    executable: bool = False
+
+    @property
+    def mode(self) -> int:
+        """The mode of the staged, read-only copy: ``0o555`` if executable, else ``0o444``."""
+        return 0o555 if self.executable else 0o444
 
 
 def collect_references(words: Iterable[str], root: str) -> tuple[FileState, ...]:
@@ -383,26 +392,32 @@ class _References:
 
     def read(self) -> tuple[FileState, ...]:
         """Read every pending file once and return the states, sorted by path."""
-        cache: dict[_Parts, bytes] = {}
+        cache: dict[_Parts, tuple[bytes, bool]] = {}
         total = 0
         states = []
         for path in sorted(self.pending):
             item = self.pending[path]
             data: bytes | None = None
+            executable = False
             if item.target is not None:
-                data = cache.get(item.target)
-                if data is None:
-                    data = self._read_beneath(item.target)
-                    total += len(data)
+                read = cache.get(item.target)
+                if read is None:
+                    read = self._read_beneath(item.target)
+                    total += len(read[0])
                     if total > MAX_REFERENCED_TOTAL:
                         raise UnsafeReference(path, f"the references hold more than {_mib(MAX_REFERENCED_TOTAL)} in all")
-                    cache[item.target] = data
+                    cache[item.target] = read
+                data, executable = read
             digest = hashlib.sha256(data).hexdigest() if data is not None else None
-            states.append(FileState(item.path, item.kind, digest, item.link, data))
+            states.append(FileState(item.path, item.kind, digest, item.link, data, executable))
         return tuple(states)
 
-    def _read_beneath(self, real: _Parts) -> bytes:
-        """Read a file by walking down from the root, never following a symlink."""
+    def _read_beneath(self, real: _Parts) -> tuple[bytes, bool]:
+        """Read a file by walking down from the root, never following a symlink.
+
+        Returns:
+            Its bytes, and whether it has an execute bit (read from the same open file).
+        """
         path = "/".join(real)
         try:
             fd = os.open(self.real_root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
@@ -435,7 +450,7 @@ class _References:
                 if size > MAX_REFERENCED_FILE:
                     raise UnsafeReference(path, f"grew past {_mib(MAX_REFERENCED_FILE)} while being read")
                 chunks.append(chunk)
-            return b"".join(chunks)
+            return b"".join(chunks), bool(st.st_mode & 0o111)
         except OSError as exc:
             raise UnsafeReference(path, f"cannot be read ({_reason(exc)})") from exc
         finally:
@@ -507,7 +522,12 @@ class TrustSubject:
             "matcher": self.matcher,
             "type": self.type,
             "command": self.command,
-            "files": [[f.path, f.kind, f.sha256, f.link] for f in sorted(self.files, key=_by_path)],
+            # The execute bit is appended only when set, so the hash of a hook
+            # whose files carry none is what it was before the bit was covered.
+            "files": [
+                [f.path, f.kind, f.sha256, f.link, *(["x"] if f.executable else [])]
+                for f in sorted(self.files, key=_by_path)
+            ],
             "profile": self.profile,
             "capabilities": sorted(set(self.capabilities)),
         })
@@ -536,6 +556,7 @@ class TrustRecord:
     profile: Mapping[str, Any]
     capabilities: tuple[str, ...]
     trusted_at: str
+    executable: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -558,6 +579,7 @@ class TrustRecord:
             profile=json.loads(_canonical_json(subject.profile)),
             capabilities=tuple(sorted(set(subject.capabilities))),
             trusted_at=now,
+            executable=tuple(f.path for f in files if f.executable),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -574,6 +596,7 @@ class TrustRecord:
             "profile": dict(self.profile),
             "capabilities": list(self.capabilities),
             "trusted_at": self.trusted_at,
+            "executable": list(self.executable),
         }
 
     @classmethod
@@ -606,6 +629,9 @@ class TrustRecord:
         capabilities = _field(data, "capabilities", list, where)
         if not all(isinstance(c, str) for c in capabilities):
             raise TrustStoreError(f"{where}: 'capabilities' must be a list of strings")
+        executable = data.get("executable", [])
+        if not isinstance(executable, list) or not all(isinstance(p, str) for p in executable):
+            raise TrustStoreError(f"{where}: 'executable' must be a list of paths")
         return cls(
             digest=digest,
             root=_field(data, "root", str, where),
@@ -618,6 +644,7 @@ class TrustRecord:
             profile=_field(data, "profile", dict, where),
             capabilities=tuple(capabilities),
             trusted_at=_field(data, "trusted_at", str, where),
+            executable=tuple(executable),
         )
 
 

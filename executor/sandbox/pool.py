@@ -76,6 +76,7 @@ After it, the run's outcome is reported as the cold path would: timeout
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -284,6 +285,7 @@ class _Template:
     request: RunRequest
     targets: tuple[str, ...]
     mount_points: tuple[str, ...]
+    executable: frozenset[str] = frozenset()
 
 
 class PooledDockerSandbox(DockerSandbox):
@@ -432,12 +434,13 @@ class PooledDockerSandbox(DockerSandbox):
         """
         create, host = container_args(self.profile, request, name="hookcage-key", now=time.time())
         targets = tuple(sorted(os.path.normpath(t) for t in request.overlays))
-        key = creation_key(create, host, targets)
+        executable = _executable_targets(request.overlays)
+        key = _pool_key(create, host, targets, executable)
         with self._cond:
             if self._closed:
                 return None
             if key not in self._templates:
-                self._templates[key] = _template(request, targets, self.labels)
+                self._templates[key] = _template(request, targets, self.labels, executable)
             self._book.want(key, request.timeout, time.monotonic(), run=run)
             self._cond.notify_all()
         self._start_threads()
@@ -606,9 +609,11 @@ class PooledDockerSandbox(DockerSandbox):
                 handle.folder = tempfile.mkdtemp(prefix="c-", dir=self._staging_folder())
                 for i, target in enumerate(template.targets):
                     path = os.path.join(handle.folder, str(i))
+                    mode = 0o555 if target in template.executable else 0o444
                     handle.overlays[target] = os.open(
-                        path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444
+                        path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode
                     )
+                    os.fchmod(handle.overlays[target], mode)  # not narrowed by the umask
                     overlays[target] = path
             request = replace(template.request, overlays=overlays)
 
@@ -616,7 +621,7 @@ class PooledDockerSandbox(DockerSandbox):
                 wall = time.time()
                 name = f"hookcage-{secrets.token_hex(8)}"
                 args, host = container_args(self.profile, request, name=name, now=wall)
-                if creation_key(args, host, template.targets) != key:
+                if _pool_key(args, host, template.targets, template.executable) != key:
                     # The host changed since the key was made (a transcript or
                     # a mount appeared, the project changed owner): a container
                     # made now would not be what runs of this key get cold.
@@ -772,7 +777,27 @@ def has_writable_bind(host: Mapping[str, Any]) -> bool:
     )
 
 
-def _template(request: RunRequest, targets: tuple[str, ...], labels: Mapping[str, str]) -> _Template:
+def _executable_targets(overlays: Mapping[str, str]) -> frozenset[str]:
+    """The overlay targets whose staged copy carries an execute bit (``./hook.sh`` runs)."""
+    executable = set()
+    for target, staged in overlays.items():
+        with contextlib.suppress(OSError):
+            if os.stat(staged).st_mode & 0o111:
+                executable.add(os.path.normpath(target))
+    return frozenset(executable)
+
+
+def _pool_key(
+    create: Mapping[str, Any], host: Mapping[str, Any], targets: Sequence[str], executable: frozenset[str]
+) -> str:
+    """:func:`creation_key` plus the overlay files' execute bits (fixed when a spare is made)."""
+    return creation_key(create, host, targets) + "|x=" + json.dumps(sorted(executable))
+
+
+def _template(
+    request: RunRequest, targets: tuple[str, ...], labels: Mapping[str, str],
+    executable: frozenset[str] = frozenset(),
+) -> _Template:
     """The creation template of ``request``'s key: nothing of the run itself is kept."""
     project = os.path.normpath(request.project_dir)
     return _Template(
@@ -787,6 +812,7 @@ def _template(request: RunRequest, targets: tuple[str, ...], labels: Mapping[str
         ),
         targets=targets,
         mount_points=tuple(mountinfo_escape(_mount_point(t, project)) for t in targets),
+        executable=executable,
     )
 
 
@@ -846,6 +872,10 @@ def _write_overlays(handle: _Handle, overlays: Mapping[str, str]) -> None:
         while offset < len(view):
             offset += os.pwrite(fd, view[offset:], offset)
         # No fsync: the container reads the same inode through the page cache.
+        # The container is used once, so the file is written once: close it now,
+        # or executing it (`./hook.sh`) fails with ETXTBSY while we hold it open.
+        del handle.overlays[os.path.normpath(target)]
+        os.close(fd)
 
 
 __all__ = [

@@ -629,3 +629,49 @@ def test_previous_finds_the_last_review_of_the_same_hook(store_path: Path, root:
 def test_unsafe_reference_survives_pickling() -> None:
     error = pickle.loads(pickle.dumps(UnsafeReference("../x", "leaves the project /p")))
     assert str(error) == "../x: leaves the project /p"
+
+
+# -- the execute bit (issue 10: `./hook.sh` runs only if it is executable) -----------
+
+
+def test_the_execute_bit_is_read_with_the_bytes(root: Path) -> None:
+    script = root / ".hookcage" / "guard.sh"
+    assert refs(root, ".hookcage/guard.sh")[0].executable is False
+    script.chmod(0o755)
+    (state,) = refs(root, ".hookcage/guard.sh")
+    assert state.executable is True and state.mode == 0o555
+    assert state.data == GUARD
+
+
+def test_a_chmod_after_review_changes_the_trust_hash(root: Path) -> None:
+    before = subject(root, ".hookcage/guard.sh").digest()
+    (root / ".hookcage" / "guard.sh").chmod(0o744)
+    after = subject(root, ".hookcage/guard.sh").digest()
+    (root / ".hookcage" / "guard.sh").chmod(0o644)
+    assert before != after
+    assert subject(root, ".hookcage/guard.sh").digest() == before
+
+
+def test_a_symlink_takes_the_execute_bit_of_the_file_it_leads_to(root: Path) -> None:
+    (root / "run.sh").symlink_to(".hookcage/guard.sh")
+    (root / ".hookcage" / "guard.sh").chmod(0o755)
+    by_path = {f.path: f for f in refs(root, "run.sh")}
+    assert by_path["run.sh"].executable is True
+
+
+def test_a_hash_without_execute_bits_is_what_it_was_before_they_were_covered(root: Path) -> None:
+    # Records made before the bit was hashed stay valid for files that carry none.
+    s = subject(root, ".hookcage/guard.sh")
+    legacy = json.loads(s.canonical())
+    assert legacy["files"] == [[".hookcage/guard.sh", "file", sha(GUARD), None]]
+
+
+def test_a_record_keeps_which_files_were_executable(root: Path, tmp_path: Path) -> None:
+    (root / ".hookcage" / "guard.sh").chmod(0o755)
+    record = TrustRecord.of(subject(root, ".hookcage/guard.sh"), NOW)
+    assert record.executable == (".hookcage/guard.sh",)
+    again = TrustRecord.from_json(json.loads(json.dumps(record.to_json())))
+    assert again.executable == (".hookcage/guard.sh",)
+    old_shape = record.to_json()
+    del old_shape["executable"]
+    assert TrustRecord.from_json(old_shape).executable == ()
