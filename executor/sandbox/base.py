@@ -58,6 +58,20 @@ class SandboxOptions:
 
 
 @dataclass(frozen=True)
+class Bind:
+    """A host path hookcage itself prepared, bound into the container at ``target``.
+
+    Only the executor makes these (dependency caches, a persistent home, the
+    agent's environment file), never a hook's config: configs ask for
+    ``SandboxOptions.mounts``, which must stay inside the project.
+    """
+
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
 class RunRequest:
     """One hook command to run once.
 
@@ -77,6 +91,10 @@ class RunRequest:
         overlays: read-only files laid over workspace paths (container path
             -> host path of a staged copy): the exact bytes that were
             reviewed, whatever the workspace holds by the time the hook runs.
+        binds: host paths hookcage prepared (see :class:`Bind`).
+        warm: whether a pooled container may serve the run; False for runs
+            whose binds are made for that run alone (a pool could not have
+            created a container with them ahead of time).
     """
 
     command: str
@@ -90,6 +108,8 @@ class RunRequest:
     labels: Mapping[str, str] = field(default_factory=dict)
     output_cap: int = DEFAULT_OUTPUT_CAP
     overlays: Mapping[str, str] = field(default_factory=dict)
+    binds: tuple[Bind, ...] = ()
+    warm: bool = True
 
 
 @dataclass(frozen=True)

@@ -497,6 +497,12 @@ def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
         if path not in targets:
             mounts.append(_bind(real, path, read_only=True))
             targets.add(path)
+    for bind in request.binds:
+        target = os.path.normpath(bind.target)
+        if not os.path.isabs(target) or not os.path.isabs(bind.source) or target in targets:
+            raise SandboxError(f"refusing to bind {bind.source!r} at {bind.target!r}")
+        mounts.append(_bind(bind.source, target, read_only=bind.read_only))
+        targets.add(target)
     transcript = request.transcript_path
     if transcript and os.path.isabs(transcript):
         transcript = os.path.normpath(transcript)

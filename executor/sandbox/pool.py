@@ -358,7 +358,7 @@ class PooledDockerSandbox(DockerSandbox):
         """``run``, and which way it went: ``warm``, ``cold`` (no spare ready)
         or ``fallback`` (the spare was dead or refused before the hook ran;
         the run went cold)."""
-        plan = self._plan_run(request)
+        plan = self._plan_run(request) if request.warm else None
         if plan is None:
             return self._cold(request), "cold"
         key, create, writable = plan
