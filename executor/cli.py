@@ -255,6 +255,41 @@ def _show_file(state: Any, previous: Any, root: Path) -> None:
             click.echo(f"      | ... {len(lines) - 200} more lines")
 
 
+def _show_dependencies(subject: Any) -> None:
+    """The review's lines about what the hook's scripts need fetched (network is used only then)."""
+    from executor.deps import find_needs
+
+    for need in find_needs(subject.files):
+        if need.problem:
+            click.echo(f"    dependencies: {need.path}: {need.problem} - nothing can be fetched; the hook will not run")
+        elif need.kind == "uv":
+            click.echo(f"    dependencies: {need.describe()}\n"
+                       "      fetched now as wheels with this machine's pip (no package code runs here), "
+                       "installed by uv in a network-less sandbox; runs use them read-only, offline")
+        else:
+            how = ("every one is local: installed network-less" if not need.registry else
+                   f"{', '.join(need.registry)} from the npm registry: installed with network")
+            click.echo(f"    dependencies: {need.describe()}\n"
+                       f"      npm install --ignore-scripts in a sandbox with no workspace ({how}); "
+                       "runs use them read-only through NODE_PATH, offline")
+
+
+def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]]) -> int:
+    """Fetch the dependencies of the hooks just trusted; how many could not be fetched."""
+    failed = 0
+    for hook, subject in trusted:
+        try:
+            problem = executor.fetch_dependencies(hook, subject, lambda line: click.echo(f"    {line}"))
+        except HookcageError as exc:
+            problem = str(exc)
+        if problem:
+            failed += 1
+            click.echo(f"dependencies of {_hook_scope_text(hook)} NOT fetched: {problem}; "
+                       "it will say so at every run instead of running (fix it, then run `hookcage trust` again)",
+                       err=True)
+    return failed
+
+
 @cli.group(invoke_without_command=True)
 @click.option("--all", "review_all", is_flag=True, help="Every untrusted hook (default when no --hook).")
 @click.option("--hook", "hook_ids", multiple=True, help="Only this hook id (repeatable).")
@@ -284,7 +319,11 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     if not pending:
         click.echo(f"nothing to review: every project hook in {root} is trusted"
                    + (f" ({len(refused)} could not be reviewed)" if refused else ""))
-        raise CliExit(1 if refused else 0)
+        unfetched = executor.unfetched(root)
+        if unfetched:
+            click.echo(f"fetching the dependencies of {len(unfetched)} trusted hook(s) (not in the cache)")
+        failed = _fetch_dependencies(executor, unfetched)
+        raise CliExit(1 if refused or failed else 0)
     interactive = not yes
     if interactive and not sys.stdin.isatty():
         raise PayloadError("stdin is not a terminal: review interactively, or pass --all --yes to trust every hook as it is")
@@ -303,16 +342,18 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
                    f"timeout {hook.timeout:g}s" + (f", env {dict(hook.env)}" if hook.env else ""))
         caps = ", ".join(subject.capabilities) or "none (may deny, block, ask, add context)"
         click.echo(f"    capabilities asked for: {caps}")
+        _show_dependencies(subject)
         click.echo("    files it references:" if subject.files else "    files it references: none")
         for state in subject.files:
             _show_file(state, previous, root)
         if interactive and not click.confirm("    Trust this hook?", default=False):
             click.echo("    not trusted")
             continue
-        trusted.append(subject)
-    executor.grant(trusted)
+        trusted.append((hook, subject))
+    executor.grant([subject for _, subject in trusted])
     click.echo(f"trusted {len(trusted)} of {len(pending)} hook(s); records in {executor.settings.trust_store_file}")
-    if refused:
+    failed = _fetch_dependencies(executor, trusted)
+    if refused or failed:
         raise CliExit(1)
 
 

@@ -39,6 +39,8 @@ from typing import Any
 
 from executor.allowlist import AllowCheck, AllowList, check_command, literal_words
 from executor.config import PROJECT_DIR_VARS, load_hooks, project_root
+from executor.depcache import DepCache, RunSetup, package_words, run_setup
+from executor.deps import cache_key, find_needs
 from executor.errors import HookcageError, SandboxError, TrustStoreError
 from executor.events import EventSpec, check_payload, get_event
 from executor.hooks import DOCKER_SOCKETS, HookSpec, dedupe
@@ -120,6 +122,7 @@ class _Gate:
     skip: Skip | None = None
     outcome: HookOutcome | None = None
     files: tuple[FileState, ...] = ()
+    deps: RunSetup | None = None
 
 
 def _unstage(runs: Sequence[_Run]) -> None:
@@ -278,7 +281,8 @@ class HookExecutor:
                     untrusted.append(skip.detail)
                 considered.append(self._record(spec, session, hook, skip=skip))
                 continue
-            run = _Run(hook, self._request(hook, payload, root, stdin, session, gate.files), outcome=gate.outcome)
+            run = _Run(hook, self._request(hook, payload, root, stdin, session, gate.files, gate.deps),
+                       outcome=gate.outcome)
             if hook.is_async:
                 background.append(run)
             else:
@@ -327,7 +331,18 @@ class HookExecutor:
             return _Gate(outcome=error_outcome(hook.label, str(exc), hook_id=hook.id))
         if not trusted:
             return _Gate(skip=Skip("untrusted", "new or changed since it was reviewed"))
-        return _Gate(files=subject.files)
+        needs = find_needs(subject.files)
+        if not needs:
+            return _Gate(files=subject.files)
+        key = cache_key(needs, subject.files, str(subject.profile.get("image")))
+        cache = self.dep_cache()
+        if not cache.ready(key):
+            failure = cache.failure(key)
+            why = (f"its dependencies could not be fetched at review ({failure})" if failure else
+                   "its dependencies are not installed (" + "; ".join(n.describe() for n in needs) + ")")
+            message = f"{why}: not run; run `hookcage trust` in {root} to fetch them"
+            return _Gate(outcome=error_outcome(hook.label, message, hook_id=hook.id))
+        return _Gate(files=subject.files, deps=run_setup(cache.path(key), needs))
 
     def trust_store(self) -> TrustStore:
         """The trust store (``$HOOKCAGE_HOME/trust.json`` plus ``HOOKCAGE_TRUST_FILE``)."""
@@ -346,19 +361,82 @@ class HookExecutor:
         """
         command = hook.command or ""
         files = collect_references(literal_words(command, str(root)), str(root))
+        files = self._with_dependency_files(files, root)
         options = hook.sandbox
         image = self._sandbox(options.backend).image_identity(options.image)
-        profile = {
+        profile: dict[str, Any] = {
             "backend": options.backend, "image": image, "workspace": options.workspace,
             "network": options.network, "mounts": list(options.mounts), "env": dict(hook.env),
             "memory": options.memory, "cpus": options.cpus, "pids": options.pids,
             "timeout": hook.timeout,
         }
+        needs = find_needs(files)
+        if needs:
+            profile["dependencies"] = [n.to_json() for n in needs]
         return TrustSubject(
             root=str(root), source=hook.source, event=hook.event, matcher=hook.matcher.source,
             type=hook.type, command=command, files=files, profile=profile,
             capabilities=tuple(sorted(hook.capabilities)),
         )
+
+    @staticmethod
+    def _with_dependency_files(files: tuple[FileState, ...], root: Path) -> tuple[FileState, ...]:
+        """``files`` plus what names a Node script's dependencies: its ``package.json``,
+        the lock file, and the local ``file:`` packages they name (all hashed, all reviewed)."""
+        words = package_words(files, root)
+        if not words:
+            return files
+        manifests = collect_references(words, str(root))
+        local = [
+            "./" + path for need in find_needs(manifests) if need.kind == "node" for path in need.local
+        ]
+        extra = manifests + (collect_references(local, str(root)) if local else ())
+        merged = {f.path: f for f in (*files, *extra)}
+        return tuple(merged[path] for path in sorted(merged))
+
+    def dep_cache(self) -> DepCache:
+        """The dependency cache (``$HOOKCAGE_HOME/deps``)."""
+        return DepCache(self.settings.home / "deps")
+
+    def fetch_dependencies(
+        self, hook: HookSpec, subject: TrustSubject, log: Callable[[str], None]
+    ) -> str | None:
+        """Fetch what a reviewed hook's scripts need (the only step that may use network).
+
+        Returns:
+            None when there is nothing to fetch or the cache is ready, else
+            the problem, naming the dependencies (the hook then reports it at
+            every run instead of running).
+        """
+        needs = find_needs(subject.files)
+        if not needs:
+            return None
+        root = Path(subject.root)
+        key = cache_key(needs, subject.files, str(subject.profile.get("image")))
+        sandbox = self._sandbox(hook.sandbox.backend)
+        return self.dep_cache().fetch(
+            key, needs, subject.files, root=root, image=hook.sandbox.image, run=sandbox.run,
+            staging=self._staging_root(), log=log,
+            labels={"hookcage.session": "review", "hookcage.hook": hook.id},
+        )
+
+    def unfetched(self, root: Path) -> list[tuple[HookSpec, TrustSubject]]:
+        """The trusted repository hooks whose dependencies are not in the cache (yet, or any more)."""
+        hookset = self.load(root)
+        missing = []
+        for hook in hookset.hooks:
+            if not hook.scope.from_repository or hookset.skip(hook) is not None:
+                continue
+            try:
+                subject = self.trust_subject(hook, root)
+            except HookcageError:
+                continue
+            needs = find_needs(subject.files)
+            if not needs or not self.trust_store().is_trusted(subject.digest()):
+                continue
+            if not self.dep_cache().ready(cache_key(needs, subject.files, str(subject.profile.get("image")))):
+                missing.append((hook, subject))
+        return missing
 
     def pending_reviews(
         self, root: Path, hook_ids: Sequence[str] = ()
@@ -415,13 +493,17 @@ class HookExecutor:
         stdin: bytes,
         session: str,
         files: Sequence[FileState] = (),
+        deps: RunSetup | None = None,
     ) -> RunRequest:
         cwd = payload.get("cwd") or str(root)
         env = {name: str(root) for name in PROJECT_DIR_VARS}
         env.update(hook.env)
+        deps = deps or RunSetup()
+        env.update(deps.env or {})
         transcript = payload.get("transcript_path")
         return RunRequest(
-            command=hook.command or "",
+            command=deps.command(hook.command or ""),
+            binds=deps.binds,
             stdin=stdin,
             cwd=str(cwd),
             env=env,
