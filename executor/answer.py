@@ -71,6 +71,7 @@ def dispatch_bytes(
     event: str | None,
     raw: bytes,
     *,
+    agent: str | None = None,
     settings: Settings | None = None,
     make_executor: Callable[[Settings], HookExecutor] | None = None,
 ) -> tuple[AgentAnswer, HookExecutor | None]:
@@ -81,6 +82,8 @@ def dispatch_bytes(
     Args:
         event: the EVENT argument (None: the payload's ``hook_event_name``).
         raw: the agent's stdin.
+        agent: the ``--agent`` name whose dialect the answer is written in
+            (None: recognised from the payload, Claude Code by default).
         settings: the settings to use; by default :func:`load_settings`, whose
             errors become a non-blocking (or, fail-closed, blocking) answer.
         make_executor: builds the executor from the settings (default
@@ -92,20 +95,23 @@ def dispatch_bytes(
     """
     from executor.events import resolve_event
     from executor.executor import HookExecutor
-    from executor.protocol import fail_verdict, render
+    from executor.protocol import fail_verdict, get_dialect, render, resolve_dialect
     from executor.settings import load_settings
 
     fail_closed = fail_closed_env()
     try:
+        if agent is not None:
+            get_dialect(agent)  # an unknown agent is reported before anything else
         if settings is None:
             settings = load_settings()
         fail_closed = settings.fail_closed
         payload = read_payload(raw)
+        dialect = resolve_dialect(agent, payload)
         spec = resolve_event(event, payload)
         executor = (make_executor or HookExecutor)(settings)
         try:
             verdict = executor.dispatch(spec, payload, defer_async=True)
-            return render(spec, verdict), executor
+            return render(spec, verdict, dialect), executor
         except BaseException:
             executor.close()
             raise

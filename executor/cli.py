@@ -67,22 +67,39 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("event", required=False)
+@click.option("--agent", metavar="NAME", default=None,
+              help="Answer in this agent's dialect (claude, codebuddy; `--agent help` lists them). "
+                   "Default: recognised from the payload, else claude.")
 @click.pass_obj
-def dispatch(obj: Any, event: str | None) -> None:
+def dispatch(obj: Any, event: str | None, agent: str | None) -> None:
     """Answer one agent event: run its matching hooks, print the folded verdict.
 
     Reads the agent's JSON payload on stdin. EVENT may be omitted when the
-    payload has "hook_event_name". Exit 2 with the reason on stderr when the
-    verdict blocks; otherwise exit 0 with the verdict's JSON on stdout.
+    payload has "hook_event_name". Exit 0 with the verdict's JSON on stdout;
+    a block rides in that JSON where the agent reads it there, else it is
+    exit 2 with the reason on stderr (see docs/protocol.md).
 
     \b
     Example:
         echo '{"session_id":"s1","cwd":"'$PWD'","tool_name":"Bash",
                "tool_input":{"command":"rm -rf /"}}' | hookcage dispatch PreToolUse
+        hookcage dispatch --agent codebuddy PreToolUse < payload.json
     """
+    from executor.protocol import DIALECTS, agent_names
+
+    if agent == "help":
+        for dialect in DIALECTS.values():
+            click.echo(f"{dialect.name:<10} {dialect.title}")
+        guesses = [f"{d.name} when the payload carries {', '.join(d.recognised_by)}"
+                   for d in DIALECTS.values() if d.recognised_by]
+        click.echo("Without --agent: " + "; ".join([*guesses, "else claude"]) + ".")
+        raise CliExit(0)
+    if agent is not None and agent not in DIALECTS:
+        raise click.BadParameter(f"unknown agent {agent!r}; known agents: {agent_names()} "
+                                 "(hookcage dispatch --agent help)", param_hint="'--agent'")
     # The console script may have read stdin already (to offer it to the daemon first).
     raw = obj.stdin if isinstance(obj, _Invocation) and obj.stdin is not None else sys.stdin.buffer.read(MAX_PAYLOAD)
-    answer, executor = dispatch_bytes(event, raw)
+    answer, executor = dispatch_bytes(event, raw, agent=agent)
     _answer(answer.exit_code, answer.stdout, answer.stderr)
     if executor is None:
         raise CliExit(answer.exit_code)

@@ -15,16 +15,18 @@ How this works:
 1. :func:`socket_path` finds the socket: ``$HOOKCAGE_SOCKET``, else
    ``$HOOKCAGE_HOME/hookcage.sock``, else the platform's config directory
    (what ``platformdirs`` gives the settings) ``/hookcage.sock``.
-2. :func:`encode_request` puts the event, the agent's stdin bytes (base64),
-   the caller's environment that can change a verdict (:func:`forwarded_env`),
-   the hookcage home the caller would use and its working directory in one
-   JSON body.
+2. :func:`encode_request` puts the event, the ``--agent`` name (None when
+   not given), the agent's stdin bytes (base64), the caller's environment
+   that can change a verdict (:func:`forwarded_env`), the hookcage home the
+   caller would use and its working directory in one JSON body.
 3. :func:`forward` connects (0.2 s), sends ``POST /dispatch``, reads the
    answer (``$HOOKCAGE_CLIENT_TIMEOUT``, default 600 s, per read) and returns
    it, or ``None`` whenever the caller must answer in-process instead: no
    socket, nobody listening, a socket owned by someone else, a refusal (409:
-   the daemon cannot promise the in-process answer), a closed connection, or
-   anything unexpected.
+   the daemon cannot promise the in-process answer, e.g. another version or
+   an agent it does not know), an answer that does not name the agent's
+   dialect it was written in (a daemon that predates dialects), a closed
+   connection, or anything unexpected.
 """
 
 from __future__ import annotations
@@ -144,12 +146,13 @@ def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def encode_request(
-    event: str | None, raw: bytes, environ: Mapping[str, str], cwd: str | None
+    event: str | None, raw: bytes, environ: Mapping[str, str], cwd: str | None, agent: str | None = None
 ) -> bytes:
     """The JSON body of ``POST /dispatch``."""
     body = {
         "version": __version__,
         "event": event,
+        "agent": agent,
         "payload_b64": binascii.b2a_base64(raw, newline=False).decode("ascii"),
         "env": forwarded_env(environ),
         "home": default_home(environ),
@@ -158,11 +161,17 @@ def encode_request(
     return json.dumps(body).encode("utf-8")
 
 
-def decode_answer(status: int, body: bytes) -> Answer:
+def decode_answer(status: int, body: bytes, agent: str | None = None) -> Answer:
     """The daemon's answer from a ``/dispatch`` response.
 
+    Args:
+        status: the HTTP status.
+        body: the response body.
+        agent: the ``--agent`` asked for (None: the daemon recognised it).
+
     Raises:
-        ClientError: not a 200 with ``{"exit_code": int, "stdout": str, "stderr": str}``.
+        ClientError: not a 200 with ``{"exit_code": int, "stdout": str, "stderr": str,
+            "agent": str}``, or answered for another agent than the one asked for.
     """
     if status != 200:
         raise ClientError(f"the daemon answered HTTP {status}: {body[:200]!r}")
@@ -175,6 +184,10 @@ def decode_answer(status: int, body: bytes) -> Answer:
     code, out, err = data.get("exit_code"), data.get("stdout"), data.get("stderr")
     if type(code) is not int or not 0 <= code <= 255 or not isinstance(out, str) or not isinstance(err, str):
         raise ClientError("the daemon's answer lacks exit_code, stdout or stderr")
+    answered_as = data.get("agent")
+    if not isinstance(answered_as, str) or (agent is not None and answered_as != agent):
+        # A daemon that predates dialects would answer every agent in Claude Code's.
+        raise ClientError(f"the daemon answered as agent {answered_as!r}, not {agent or 'recognised'!r}")
     return Answer(code, out, err)
 
 
@@ -268,13 +281,14 @@ def _timeout(environ: Mapping[str, str]) -> float:
     return value if 0 < value <= 7 * 86400 else DEFAULT_TIMEOUT
 
 
-def forward(event: str | None, raw: bytes, environ: Mapping[str, str]) -> Answer | None:
+def forward(event: str | None, raw: bytes, environ: Mapping[str, str], *, agent: str | None = None) -> Answer | None:
     """Answer one event through the daemon; None when the caller must answer in-process.
 
     Args:
         event: the EVENT argument of ``hookcage dispatch`` (None when left out).
         raw: the agent's stdin, already read.
         environ: the caller's environment (``os.environ``).
+        agent: the ``--agent`` argument (None when left out).
     """
     if not hasattr(_socket, "AF_UNIX") or environ.get("HOOKCAGE_NO_DAEMON") or environ.get("HOOKCAGE_DEBUG"):
         return None
@@ -286,10 +300,10 @@ def forward(event: str | None, raw: bytes, environ: Mapping[str, str]) -> Answer
     except OSError:
         cwd = None
     try:
-        body = encode_request(event, raw, environ, cwd)
+        body = encode_request(event, raw, environ, cwd, agent)
         status, answer = exchange(path, "POST", "/dispatch", body,
                                   connect_timeout=CONNECT_TIMEOUT, timeout=_timeout(environ))
-        return decode_answer(status, answer)
+        return decode_answer(status, answer, agent)
     except (OSError, ClientError, ValueError):
         # ValueError: a lone surrogate in the environment (not UTF-8 encodable).
         return None

@@ -24,8 +24,10 @@ How this works:
    answer, exit with the same code and write the same run log. Where the
    daemon cannot promise that (another installation or version, a path
    relative to the caller's working directory, settings that do not load,
-   another Docker engine), it refuses with 409 before running anything, and
-   the client answers in-process.
+   another Docker engine, an ``--agent`` it does not know), it refuses with
+   409 before running anything, and the client answers in-process. The
+   answer names the agent dialect it was written in (``--agent``, or the one
+   recognised from the payload); the client takes no answer that does not.
 5. ``async`` hooks run on the daemon's own threads once the answer is known;
    the daemon waits for them when it stops.
 """
@@ -59,7 +61,7 @@ from executor import __version__, client
 from executor.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
 from executor.errors import HookcageError, PayloadError, SandboxError
 from executor.executor import HookExecutor, SandboxFactory, default_sandbox_factory, docker_options
-from executor.protocol import AgentAnswer
+from executor.protocol import DIALECTS, AgentAnswer, resolve_dialect
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH, HostSandbox
 from executor.settings import DEFAULT_MANAGED_DIR, Settings, default_home, load_settings
@@ -261,6 +263,7 @@ class DispatchRequest(BaseModel):
 
     version: str
     event: str | None = None
+    agent: str | None = None
     payload_b64: str
     env: dict[str, str] = Field(default_factory=dict)
     home: str | None = None
@@ -300,14 +303,16 @@ class Daemon:
 
     # -- answering --------------------------------------------------------------------
 
-    def answer(self, request: DispatchRequest) -> AgentAnswer:
-        """What ``hookcage dispatch`` would print in the caller's process.
+    def answer(self, request: DispatchRequest) -> tuple[AgentAnswer, str]:
+        """What ``hookcage dispatch`` would print in the caller's process, and the agent it is for.
 
         Raises:
             Refusal: the caller must answer in-process; nothing has run yet.
         """
         if request.version != __version__:
             raise Refusal(f"the caller is hookcage {request.version}, this daemon {__version__}")
+        if request.agent is not None and request.agent not in DIALECTS:
+            raise Refusal(f"unknown agent {request.agent!r}: the caller's command line reports it")
         env = request.env
         mine = {name: os.environ.get(name, "") for name in client.DOCKER_ENV_VARS}
         if {name: env.get(name, "") for name in client.DOCKER_ENV_VARS} != mine:
@@ -321,6 +326,7 @@ class Daemon:
             payload: Mapping[str, Any] = read_payload(raw)
         except PayloadError:
             payload = {}  # dispatch_bytes answers that; no path in it matters
+        agent = resolve_dialect(request.agent, payload).name  # what dispatch_bytes answers in
         environ = project_environ(env, payload, request.cwd)
         factory = self._factory_for(host_base_env(env))
 
@@ -328,12 +334,13 @@ class Daemon:
             return HookExecutor(settings, sandbox_factory=factory, environ=environ)
 
         try:
-            answer, executor = dispatch_bytes(request.event, raw, settings=settings, make_executor=make_executor)
+            answer, executor = dispatch_bytes(request.event, raw, agent=request.agent, settings=settings,
+                                              make_executor=make_executor)
         except Exception as exc:
             # What `hookcage dispatch` prints for a bug (main()); the traceback goes to our log.
             logger.exception("internal error while dispatching")
             code = 2 if fail_closed_env(env) else 1
-            return AgentAnswer(code, "", f"hookcage: error: {internal_error(exc)}\n")
+            return AgentAnswer(code, "", f"hookcage: error: {internal_error(exc)}\n"), agent
         if executor is not None:
             if not executor.deferred:
                 executor.close()
@@ -342,7 +349,7 @@ class Daemon:
                     self._async.submit(self._run_deferred, executor)
                 except RuntimeError:  # stopping: run them here rather than drop them
                     self._run_deferred(executor)
-        return answer
+        return answer, agent
 
     @staticmethod
     def _run_deferred(executor: HookExecutor) -> None:
@@ -408,12 +415,12 @@ class Daemon:
         @app.post("/dispatch")
         def dispatch(request: DispatchRequest) -> JSONResponse:
             try:
-                answer = self.answer(request)
+                answer, agent = self.answer(request)
             except Refusal as exc:
                 logger.info("left to the caller (in-process): %s", exc)
                 return JSONResponse({"detail": str(exc)}, status_code=409)
             return JSONResponse({"exit_code": answer.exit_code, "stdout": answer.stdout,
-                                 "stderr": answer.stderr})
+                                 "stderr": answer.stderr, "agent": agent})
 
         return app
 

@@ -19,25 +19,40 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 
-def forwardable(args: Sequence[str]) -> tuple[bool, str | None]:
-    """Whether ``args`` are a plain ``dispatch [EVENT]`` the daemon can answer, and the EVENT.
+def forwardable(args: Sequence[str]) -> tuple[bool, str | None, str | None]:
+    """Whether ``args`` are a plain ``dispatch [EVENT] [--agent NAME]`` the daemon can answer.
 
-    Anything else (options, ``--help``, extra arguments) is left to the
-    in-process CLI, which owns usage errors and reads stdin only when it must.
+    Returns:
+        Whether to offer the call to the daemon, its EVENT and its ``--agent``.
+        Anything else (other options, ``--help``, ``--agent help``, extra
+        arguments) is left to the in-process CLI, which owns usage errors and
+        reads stdin only when it must. An agent name the daemon does not know
+        is refused by it (409), and the CLI then reports it.
     """
-    if not args or args[0] != "dispatch" or len(args) > 2:
-        return False, None
-    if len(args) == 2:
-        if args[1].startswith("-"):
-            return False, None
-        return True, args[1]
-    return True, None
+    if not args or args[0] != "dispatch":
+        return False, None, None
+    event: str | None = None
+    agent: str | None = None
+    rest = list(args[1:])
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--agent" and agent is None and rest:
+            agent = rest.pop(0)
+        elif arg.startswith("--agent=") and agent is None:
+            agent = arg.partition("=")[2]
+        elif arg.startswith("-") or event is not None:
+            return False, None, None
+        else:
+            event = arg
+    if agent is not None and (not agent or agent == "help" or agent.startswith("-")):
+        return False, None, None
+    return True, event, agent
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point."""
     args = list(sys.argv[1:] if argv is None else argv)
-    forward, event = forwardable(args)
+    forward, event, agent = forwardable(args)
     raw: bytes | None = None
     if forward and sys.stdin is not None:
         try:
@@ -46,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             raw = None  # the in-process path reads again and reports it as it always has
         if raw is not None:
             try:
-                answer = client.forward(event, raw, os.environ)
+                answer = client.forward(event, raw, os.environ, agent=agent)
             except KeyboardInterrupt:
                 sys.exit(130)  # as the in-process CLI exits on Ctrl-C
             if answer is not None:

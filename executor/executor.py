@@ -569,6 +569,8 @@ class HookExecutor:
             outcome = parse_outcome(
                 spec, hook.label, r.exit_code, r.stdout, r.stderr,
                 timed_out=r.timed_out, oom_killed=r.oom_killed, timeout=hook.timeout, hook_id=hook.id,
+                sandbox=hook.sandbox, image=hook.sandbox.image or self.settings.image,
+                project_dir=run.request.project_dir,
             )
         except HookcageError as exc:
             outcome = error_outcome(hook.label, str(exc), hook_id=hook.id)

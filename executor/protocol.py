@@ -9,15 +9,23 @@ How this works:
    character is ``{``, else plain text), 2 = block with stderr as the reason
    (on events that can block; elsewhere it is shown to the user), anything
    else = a non-blocking error. Timeouts and OOM kills are errors too: data,
-   never exceptions. :func:`apply_on_error` turns an error into a denial for
-   hooks whose ``on_error`` is ``deny``.
+   never exceptions. Two exits are findings rather than verdicts: 126/127
+   (the command could not be run: the error names the program and how to
+   get it) and an exit 2 whose last stderr line is the shell's own error (a
+   failed redirection, a syntax error: the error says what the sandbox
+   refused and which option allows it). :func:`apply_on_error` turns an
+   error into a denial for hooks whose ``on_error`` is ``deny``.
 3. :func:`fold` combines the outcomes of every hook of one event, in config
    order, into one :class:`Verdict`: deny > defer > ask > allow; any block
    blocks; ``continue: false`` wins; contexts and system messages
    concatenate; two different input rewrites become ``ask`` naming both.
-4. :func:`render` turns the verdict into hookcage's own answer to the agent:
-   exit 2 with the reason on stderr when it blocks, else exit 0 with the
-   folded JSON on stdout (``{}`` when there is nothing to say).
+4. :func:`render` turns the verdict into hookcage's own answer to the agent,
+   in the agent's :class:`Dialect`: exit 0 with the folded JSON on stdout
+   (``{}`` when there is nothing to say); a block rides in that JSON where
+   the agent reads it there (``permissionDecision: "deny"``,
+   ``decision.behavior: "deny"`` or ``decision: "block"``), else it is exit 2
+   with the reason on stderr. :func:`resolve_dialect` picks the dialect from
+   ``--agent`` or recognises it from the payload.
 
 Every string that reaches the agent is sanitised (no escape sequences or
 control characters) and capped at 10,000 characters.
@@ -26,10 +34,12 @@ control characters) and capped at 10,000 characters.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from executor.errors import PayloadError
 from executor.events import EventSpec
 from executor.text import MESSAGE_CAP, cap_text, decode, first_line, sanitize
 
@@ -157,6 +167,19 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+class SandboxFacts(Protocol):
+    """Where a hook ran, as far as its error messages need (``SandboxOptions`` fits)."""
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def workspace(self) -> str: ...
+
+    @property
+    def network(self) -> str: ...
+
+
 def parse_outcome(
     event: EventSpec,
     hook: str,
@@ -168,6 +191,9 @@ def parse_outcome(
     oom_killed: bool = False,
     timeout: float | None = None,
     hook_id: str = "",
+    sandbox: SandboxFacts | None = None,
+    image: str | None = None,
+    project_dir: str | None = None,
 ) -> HookOutcome:
     """Parse one hook's exit status and output into an outcome.
 
@@ -180,6 +206,11 @@ def parse_outcome(
         timed_out: it was killed at its timeout.
         oom_killed: it was killed for going past its memory limit.
         timeout: the timeout, for the message.
+        sandbox: where it ran (backend, workspace, network), for the advice
+            an error carries; ``None`` gives no sandbox advice.
+        image: the image it ran in (``None``: the default image).
+        project_dir: the project root, to tell a write to the project from
+            one elsewhere.
     """
     base = HookOutcome(hook=hook, exit_code=exit_code, hook_id=hook_id)
     err_text = sanitize(decode(stderr)).strip()
@@ -190,14 +221,19 @@ def parse_outcome(
         return replace(base, status="error", error="killed: out of memory (memory limit reached)")
     if exit_code is None:
         return replace(base, status="error", error="killed before it answered")
+    place = _Place(sandbox, image, project_dir)
+    tail = _tail_lines(stderr)
     if exit_code == 2:
+        shell_error = _shell_own_error(tail, place)
+        if shell_error is not None:
+            # The shell's own failure (a redirection, a syntax error), not the hook's verdict.
+            return replace(base, status="error", error=shell_error)
         if event.can_block:
             return replace(base, status="block", reason=err_text or f"blocked by hook {hook}")
         # Events that cannot block show the reason to the user instead.
         return replace(base, system_message=err_text or None)
     if exit_code != 0:
-        line = first_line(err_text)
-        return replace(base, status="error", error=f"exited {exit_code}" + (f": {line}" if line else ""))
+        return replace(base, status="error", error=_exit_error(exit_code, err_text, tail, place))
     text = decode(stdout)
     if text.lstrip().startswith("{"):
         return _parse_json(event, base, text)
@@ -205,6 +241,150 @@ def parse_outcome(
     if plain and event.plain_text_context:
         return replace(base, additional_context=plain)
     return base
+
+
+# -- findings: exits that are not verdicts ---------------------------------------------------
+
+_TAIL_BYTES = 16 * 1024
+"""Bytes at the end of stderr searched for the shell's own last words."""
+_TAIL_LINES = 20
+_NAME_CAP = 200
+_WHO = r"[^\s:][^:]*"
+"""Who speaks first on a shell's error line: ``sh``, ``/bin/sh``, ``bash``, ``./hook.sh``, ..."""
+_LINE = r"(?:\d+: |(?:-c: )?line \d+: )?"
+"""Where: dash says ``1: ``, bash ``line 1: `` (``-c: line 1: `` for syntax errors)."""
+_ENV_MISSING = re.compile(r"^(?:/usr/bin/|/bin/)?env: ['\u2018\"]?(?P<prog>[^'\u2019\"]+?)['\u2019\"]?: No such file or directory$")
+_NOT_FOUND = re.compile(rf"^{_WHO}: {_LINE}(?P<prog>[^:]+): (?:command not found|not found|No such file or directory)$")
+_CANNOT_EXEC = re.compile(
+    rf"^{_WHO}: {_LINE}(?P<prog>[^:]+): (?:cannot execute(?: binary file)?: )?"
+    r"(?P<why>Permission denied|Exec format error|Is a directory)$"
+)
+_REDIRECT = re.compile(
+    rf"^{_WHO}: \d+: cannot (?P<op>create|open) (?P<path>.+): (?P<why>[A-Z][a-z-]*(?: [a-z-]+)*)$"
+)
+"""dash's failed redirection (exit 2): ``sh: 1: cannot create /repo/x: Read-only file system``."""
+_DASH_SYNTAX = re.compile(rf"^{_WHO}: \d+: Syntax error: .+$")
+_BASH_SYNTAX = re.compile(
+    rf"^(?P<who>{_WHO}): (?:-c: )?line \d+: syntax error"
+    r"(?: near unexpected token `.*'| near `.*'|: unexpected end of file(?: from `.*' command on line \d+)?)$"
+)
+_BASH_SYNTAX_SOURCE = re.compile(rf"^(?P<who>{_WHO}): (?:-c: )?line \d+: `.*'$")
+"""bash's second line after a syntax error: the offending source line, quoted."""
+_NETWORK = re.compile(
+    r"Temporary failure in name resolution|Could not resolve host|Network is unreachable"
+    r"|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)"
+)
+HOME_ADVICE = (
+    "the sandbox's home is throw-away and /tmp is the only writable place; "
+    'a persistent home: sandbox.home: "persistent" (see docs/sandbox.md)'
+)
+
+
+@dataclass(frozen=True)
+class _Place:
+    sandbox: SandboxFacts | None
+    image: str | None
+    project_dir: str | None
+
+    @property
+    def container(self) -> bool:
+        """The hook ran in a container (advice about images and options applies)."""
+        return self.sandbox is not None and self.sandbox.backend != "host"
+
+    @property
+    def image_name(self) -> str:
+        return f"the image {self.image}" if self.image else "the default image"
+
+    def in_project(self, path: str) -> bool:
+        if not path.startswith("/"):
+            return True  # relative to the hook's cwd, which is inside the workspace
+        root = (self.project_dir or "").rstrip("/")
+        return bool(root) and (path == root or path.startswith(root + "/"))
+
+
+def _tail_lines(stderr: bytes) -> list[str]:
+    """The last non-blank lines of stderr (sanitised, stripped), oldest first."""
+    text = sanitize(decode(stderr[-_TAIL_BYTES:]), _TAIL_BYTES)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-_TAIL_LINES:]
+
+
+def _name(text: str) -> str:
+    return cap_text(text.strip(), _NAME_CAP)
+
+
+def _shell_own_error(tail: Sequence[str], place: _Place) -> str | None:
+    """The finding when an exit 2 is the shell's own error, or None when it is the hook's verdict.
+
+    Only the LAST non-blank stderr line counts, and only in the exact forms
+    dash and bash print: a guard that prints its own reason last still blocks.
+    """
+    if not tail:
+        return None
+    last = tail[-1]
+    redirect = _REDIRECT.match(last)
+    if redirect is not None:
+        path, why = _name(redirect["path"]), redirect["why"]
+        verb = "write" if redirect["op"] == "create" else "read"
+        head = f"exited 2 because the shell could not {verb} {path} ({why}), not as a verdict"
+        if not place.container or verb == "read":
+            return head
+        assert place.sandbox is not None
+        if place.in_project(path):
+            if why == "Read-only file system" and place.sandbox.workspace != "rw":
+                return f'{head}: the project is read-only in the sandbox; to let this hook write it: sandbox.workspace: "rw"'
+            return head
+        return f"{head}: {HOME_ADVICE}"
+    if _DASH_SYNTAX.match(last) or _BASH_SYNTAX.match(last):
+        return f"exited 2 on the shell's syntax error, not as a verdict: {last}"
+    source = _BASH_SYNTAX_SOURCE.match(last)
+    if source is not None and len(tail) >= 2:
+        before = _BASH_SYNTAX.match(tail[-2])
+        if before is not None and before["who"] == source["who"]:
+            return f"exited 2 on the shell's syntax error, not as a verdict: {tail[-2]}"
+    return None
+
+
+def _exit_error(code: int, err_text: str, tail: Sequence[str], place: _Place) -> str:
+    """The error of a hook that exited neither 0 nor 2: what it said, and what it means."""
+    offline = place.container and place.sandbox is not None and place.sandbox.network == "none"
+    refused = [line.strip() for line in err_text.splitlines() if _NETWORK.search(line)] if offline else []
+    finding = _cannot_run(code, tail, place) if code in (126, 127) else None
+    if finding is None:
+        line = refused[0] if refused else first_line(err_text)  # the line that says what went wrong
+        what = {126: " (could not execute)", 127: " (command not found)"}.get(code, "")
+        finding = f"exited {code}{what}" + (f": {line}" if line else "")
+    if refused:
+        finding += "; no network in the sandbox (sandbox.network)"
+    return finding
+
+
+def _cannot_run(code: int, tail: Sequence[str], place: _Place) -> str | None:
+    """The finding for an exit 126/127 whose stderr names the program, or None."""
+    for line in reversed(tail):
+        missing = _ENV_MISSING.match(line) or _NOT_FOUND.match(line)
+        if missing is not None and code == 127:
+            prog = _name(missing["prog"])
+            if "/" in prog:
+                where = "in the sandbox" if place.container else "on this machine"
+                return f"exited 127: `{prog}` does not exist {where}"
+            if place.container:
+                return (f"exited 127: {place.image_name} has no `{prog}`: use an image that has it "
+                        "(sandbox.image) or see docs/recipes.md")
+            return f"exited 127: `{prog}` is not installed (not on PATH)"
+        cannot = _CANNOT_EXEC.match(line)
+        if cannot is not None and code == 126:
+            prog, why = _name(cannot["prog"]), cannot["why"]
+            if why == "Permission denied":
+                hint = f"give it the execute bit or run it through its interpreter (`sh {prog}`)"
+                if place.container and prog.startswith("/tmp/"):
+                    hint += "; /tmp in the sandbox cannot hold programs (noexec)"
+                return f"exited 126: `{prog}` cannot be executed (Permission denied): {hint}"
+            if why == "Exec format error":
+                return (f"exited 126: `{prog}` cannot be executed (Exec format error): not a program "
+                        "for this machine, or a script without a #! line")
+            return f"exited 126: `{prog}` is a directory"
+    return None
 
 
 def _parse_json(event: EventSpec, base: HookOutcome, text: str) -> HookOutcome:
@@ -472,14 +652,143 @@ def fail_verdict(event_name: str, message: str, *, block: bool) -> AgentAnswer:
     return AgentAnswer(2 if block else 1, "", f"hookcage: {cap_text(message)}\n")
 
 
-def render(event: EventSpec, verdict: Verdict) -> AgentAnswer:
-    """hookcage's answer to the agent for a verdict."""
-    if verdict.blocks:
-        reason = verdict.reason if verdict.blocked else verdict.decision_reason
-        if verdict.blocked and verdict.decision == "deny" and verdict.decision_reason:
-            reason = _join([verdict.reason, verdict.decision_reason])
-        return AgentAnswer(2, "", (reason or f"blocked by hookcage ({event.name})") + "\n")
+# -- the agent's dialect of hookcage's answer ----------------------------------------------
+
+BlockForm = Literal["exit2", "decision", "permission", "permission_request"]
+"""How an answer carries a block: exit 2 + stderr, or one of the agent's JSON forms."""
+
+CLAUDE_DECISION_EVENTS: frozenset[str] = frozenset({
+    "UserPromptSubmit", "UserPromptExpansion", "PostToolUse", "PostToolUseFailure", "PostToolBatch",
+    "Stop", "SubagentStop", "ConfigChange", "PreCompact", "TaskCreated",
+})
+"""Events whose block Claude Code reads from top-level ``decision: "block"`` + ``reason``.
+
+From the "Decision control" table of Claude Code's hooks reference
+(code.claude.com/docs/en/hooks): UserPromptSubmit, UserPromptExpansion,
+PostToolUse, PostToolUseFailure, PostToolBatch, Stop, SubagentStop,
+ConfigChange and PreCompact use "Top-level ``decision``"; TaskCreated takes
+"Exit code or top-level ``decision``". TeammateIdle and TaskCompleted block
+by exit code 2 only (their JSON ``continue: false`` stops the teammate, which
+is something else), so they are not here. PreToolUse and PermissionRequest
+have forms of their own (:meth:`Dialect.block_form`).
+"""
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one agent reads hookcage's answer (pure data; see :data:`DIALECTS`).
+
+    Attributes:
+        name: what ``hookcage dispatch --agent`` calls it.
+        title: the agent, for ``--agent help``.
+        json_blocks: blocks ride in the JSON answer (exit 0) on the events
+            where the agent reads them there; ``False``: every block is exit 2
+            with the reason on stderr (agents that read exit codes only).
+        decision_events: the events whose block is top-level ``decision: "block"``.
+        input_key: the ``hookSpecificOutput`` key of a PreToolUse input rewrite.
+        recognised_by: payload keys that, all present as strings, identify the
+            agent when ``--agent`` is not given (empty: never guessed).
+    """
+
+    name: str
+    title: str
+    json_blocks: bool = True
+    decision_events: frozenset[str] = CLAUDE_DECISION_EVENTS
+    input_key: str = "updatedInput"
+    recognised_by: tuple[str, ...] = ()
+
+    def block_form(self, event: EventSpec) -> BlockForm:
+        """How a blocking verdict on ``event`` is answered in this dialect."""
+        if not self.json_blocks:
+            return "exit2"
+        if event.name == "PermissionRequest":
+            return "permission_request"
+        if event.permission:
+            return "permission"
+        if event.name in self.decision_events:
+            return "decision"
+        return "exit2"
+
+    def recognises(self, payload: Mapping[str, Any]) -> bool:
+        """The payload carries every key this agent is recognised by."""
+        return bool(self.recognised_by) and all(isinstance(payload.get(k), str) for k in self.recognised_by)
+
+
+CLAUDE = Dialect("claude", "Claude Code (the default)")
+CODEBUDDY = Dialect(
+    "codebuddy", "CodeBuddy Code: spells the PreToolUse input rewrite modifiedInput",
+    input_key="modifiedInput",
+    # CodeBuddy Code 2.163 adds these to every payload ({"client": "CLI", "version": "2.163.0",
+    # "generation_id": "...", "model": "..."}); Claude Code sends none of them (only
+    # SessionStart's model), Cursor's generation_id comes without client and version.
+    recognised_by=("client", "version", "generation_id"),
+)
+EXIT_CODES = Dialect("exit-codes", "agents that read exit codes only: every block is exit 2",
+                     json_blocks=False)
+"""The rendering for agents that read no JSON verdict (not registered yet: later agents build on it)."""
+DIALECTS: Mapping[str, Dialect] = {d.name: d for d in (CLAUDE, CODEBUDDY)}
+"""The agents ``hookcage dispatch --agent`` knows, by name."""
+DEFAULT_DIALECT = CLAUDE
+
+
+def agent_names() -> str:
+    """The known agent names, comma-separated, for messages."""
+    return ", ".join(DIALECTS)
+
+
+def get_dialect(name: str) -> Dialect:
+    """The dialect of the agent called ``name``.
+
+    Raises:
+        PayloadError: no such agent; the message lists the known ones.
+    """
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise PayloadError(
+            f"unknown agent {name!r}; known agents: {agent_names()} (hookcage dispatch --agent help)"
+        ) from None
+
+
+def detect_dialect(payload: Mapping[str, Any]) -> Dialect:
+    """The agent recognised from its payload; Claude Code when none is (the canonical dialect)."""
+    for dialect in DIALECTS.values():
+        if dialect.recognises(payload):
+            return dialect
+    return DEFAULT_DIALECT
+
+
+def resolve_dialect(agent: str | None, payload: Mapping[str, Any]) -> Dialect:
+    """``--agent`` when given (raises :class:`PayloadError` when unknown), else recognised from the payload."""
+    return get_dialect(agent) if agent is not None else detect_dialect(payload)
+
+
+def _block_reason(event: EventSpec, verdict: Verdict) -> str:
+    reason = verdict.reason if verdict.blocked else verdict.decision_reason
+    if verdict.blocked and verdict.decision == "deny" and verdict.decision_reason:
+        reason = _join([verdict.reason, verdict.decision_reason])
+    return reason or f"blocked by hookcage ({event.name})"
+
+
+def render(event: EventSpec, verdict: Verdict, dialect: Dialect = DEFAULT_DIALECT) -> AgentAnswer:
+    """hookcage's answer to the agent for a verdict, in the agent's dialect.
+
+    A verdict that blocks is answered in the JSON the agent reads for that
+    event, so its system message and context travel with it: PreToolUse
+    ``permissionDecision: "deny"``, PermissionRequest ``decision.behavior:
+    "deny"``, or top-level ``decision: "block"`` (:data:`CLAUDE_DECISION_EVENTS`).
+    Elsewhere, and in a dialect without JSON blocks, it is exit 2 with the
+    reason on stderr. ``continue: false`` wins over a block, as before.
+    """
+    blocks = verdict.blocks
+    form = dialect.block_form(event) if blocks else None
+    if form == "exit2":
+        return AgentAnswer(2, "", _block_reason(event, verdict) + "\n")
+    reason = _block_reason(event, verdict) if blocks else None
     out: dict[str, Any] = {}
+    if form == "decision":
+        out["decision"] = "block"
+        out["reason"] = reason
     if not verdict.continue_:
         out["continue"] = False
         if verdict.stop_reason:
@@ -490,7 +799,9 @@ def render(event: EventSpec, verdict: Verdict) -> AgentAnswer:
         out["systemMessage"] = verdict.system_message
     specific: dict[str, Any] = {}
     if event.name == "PermissionRequest":
-        if verdict.decision in ("allow", "deny"):
+        if form == "permission_request":
+            specific["decision"] = {"behavior": "deny", "message": reason}
+        elif verdict.decision in ("allow", "deny"):  # a deny here: continue: false won over it
             inner: dict[str, Any] = {"behavior": verdict.decision}
             if verdict.decision == "allow" and verdict.updated_input is not None:
                 inner["updatedInput"] = verdict.updated_input
@@ -498,12 +809,16 @@ def render(event: EventSpec, verdict: Verdict) -> AgentAnswer:
                 inner["message"] = verdict.decision_reason
             specific["decision"] = inner
     elif event.permission:
-        if verdict.decision:
-            specific["permissionDecision"] = verdict.decision
-            if verdict.decision_reason:
-                specific["permissionDecisionReason"] = verdict.decision_reason
-        if verdict.updated_input is not None:
-            specific["updatedInput"] = verdict.updated_input
+        if form == "permission":
+            specific["permissionDecision"] = "deny"
+            specific["permissionDecisionReason"] = reason
+        else:
+            if verdict.decision:
+                specific["permissionDecision"] = verdict.decision
+                if verdict.decision_reason:
+                    specific["permissionDecisionReason"] = verdict.decision_reason
+            if verdict.updated_input is not None:
+                specific[dialect.input_key] = verdict.updated_input
     if verdict.additional_context:
         specific["additionalContext"] = verdict.additional_context
     if verdict.updated_output is not UNSET:

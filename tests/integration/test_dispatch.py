@@ -90,18 +90,26 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path, workspace: Path) -> Se
 BASH = {"tool_name": "Bash", "tool_input": {"command": "rm -rf /"}}
 
 
+def deny(reason: str) -> dict[str, Any]:
+    """Claude Code's PreToolUse deny, as hookcage answers a blocking verdict (exit 0)."""
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                   "permissionDecisionReason": reason}}
+
+
 def test_exit_2_blocks_with_stderr(setup: Setup) -> None:
     setup.user_hooks("PreToolUse", setup.hook("echo 'no deletes' >&2; exit 2"), matcher="Bash")
-    assert setup.dispatch("PreToolUse", **BASH) == (2, None, "no deletes\n")
+    assert setup.dispatch("PreToolUse", **BASH) == (0, deny("no deletes"), "")
 
 
 def test_hook_reads_the_payload_on_stdin(setup: Setup) -> None:
     guard = ("jq -e '.tool_input.command | test(\"rm -rf\")' >/dev/null "
              "&& { echo \"refused: $(jq -r .tool_input.command)\" >&2; exit 2; }; exit 0")
     setup.user_hooks("PreToolUse", setup.hook(guard), matcher="Bash")
-    code, _, err = setup.dispatch("PreToolUse", **BASH)
-    assert (code == 2 and err == "refused: \n")  or (code == 2 and err.startswith("refused"))
-    assert setup.dispatch("PreToolUse", tool_name="Bash", tool_input={"command": "ls"})[0] == 0
+    code, out, err = setup.dispatch("PreToolUse", **BASH)
+    assert (code, err) == (0, "")
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert out["hookSpecificOutput"]["permissionDecisionReason"].startswith("refused")
+    assert setup.dispatch("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}) == (0, {}, "")
 
 
 def test_json_permission_decisions(setup: Setup) -> None:
@@ -134,8 +142,8 @@ def test_plain_text_becomes_context_on_user_prompt_submit(setup: Setup) -> None:
 def test_stop_hook_sees_stop_hook_active(setup: Setup) -> None:
     setup.user_hooks("Stop", setup.hook(
         "[ \"$(jq -r .stop_hook_active)\" = true ] && exit 0; echo 'keep going' >&2; exit 2"))
-    assert setup.dispatch("Stop", stop_hook_active=False)[0] == 2
-    assert setup.dispatch("Stop", stop_hook_active=True)[0] == 0
+    assert setup.dispatch("Stop", stop_hook_active=False) == (0, {"decision": "block", "reason": "keep going"}, "")
+    assert setup.dispatch("Stop", stop_hook_active=True) == (0, {}, "")
 
 
 def test_non_blocking_error_and_continue_false(setup: Setup) -> None:
@@ -151,9 +159,9 @@ def test_non_blocking_error_and_continue_false(setup: Setup) -> None:
 def test_timeout_with_children_holding_stdout(setup: Setup) -> None:
     setup.user_hooks("Stop", setup.hook("sleep 60 & sleep 60", timeout=1, on_error="deny"))
     started = time.monotonic()
-    code, _, err = setup.dispatch("Stop")
+    code, out, err = setup.dispatch("Stop")
     assert time.monotonic() - started < 8  # hang detector
-    assert code == 2 and "timed out after 1 s" in err
+    assert (code, err, out["decision"]) == (0, "", "block") and "timed out after 1 s" in out["reason"]
 
 
 def test_parallel_hooks_fold(setup: Setup) -> None:
@@ -162,7 +170,7 @@ def test_parallel_hooks_fold(setup: Setup) -> None:
     ctx = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
     setup.user_hooks("PreToolUse", setup.hook(f"echo '{json.dumps(ctx)}'"),
                      setup.hook(f"sleep 0.2; echo '{json.dumps(deny)}'"))
-    assert setup.dispatch("PreToolUse", **BASH) == (2, None, "policy\n")
+    assert setup.dispatch("PreToolUse", **BASH) == (0, deny, "")
 
 
 # -- Config and launch (SECURITY-CASES 24-26), docker only -------------------
@@ -224,8 +232,9 @@ def test_engine_unreachable_follows_on_error(docker_setup: Setup, monkeypatch: p
     assert "hook lenient failed: cannot reach the Docker engine" in out["systemMessage"]
     assert "\n" not in out["systemMessage"].split("hookcage: ", 1)[1]
     docker_setup.user_hooks("PreToolUse", docker_setup.hook("true", name="strict", on_error="deny"))
-    code, _, err = docker_setup.dispatch("PreToolUse", **BASH)
-    assert code == 2 and "strict could not answer (cannot reach the Docker engine" in err
+    code, out, err = docker_setup.dispatch("PreToolUse", **BASH)
+    assert (code, err, out["hookSpecificOutput"]["permissionDecision"]) == (0, "", "deny")
+    assert "strict could not answer (cannot reach the Docker engine" in out["hookSpecificOutput"]["permissionDecisionReason"]
 
 
 def test_missing_image_says_what_to_do(docker_setup: Setup) -> None:
@@ -244,6 +253,34 @@ def test_any_image_with_sh_works(docker_setup: Setup, docker_api: Any) -> None:
     assert out["hookSpecificOutput"]["additionalContext"] == "from-hookcage"
 
 
+def test_findings_name_what_the_sandbox_refused(docker_setup: Setup) -> None:
+    # The runner image's own /bin/sh (dash) and shells print these; none of them is a verdict.
+    (docker_setup.project / "bad.sh").write_text("echo start\nif then\n")
+    docker_setup.user_hooks("PreToolUse",
+                            docker_setup.hook("node --version", name="node"),
+                            docker_setup.hook("echo x > $CLAUDE_PROJECT_DIR/.cache-log", name="project"),
+                            docker_setup.hook("echo x > $HOME/.claude/log.txt", name="home"),
+                            docker_setup.hook("sh $CLAUDE_PROJECT_DIR/bad.sh", name="syntax"),
+                            docker_setup.hook("python3 -c \"import socket; socket.getaddrinfo('example.com', 80)\"",
+                                              name="net"))
+    code, out, err = docker_setup.dispatch("PreToolUse", **BASH)
+    assert (code, err) == (0, "") and "hookSpecificOutput" not in out  # nothing blocked
+    lines = out["systemMessage"].splitlines()
+    assert ("hookcage: hook node failed: exited 127: the default image has no `node`: use an image that has it "
+            "(sandbox.image) or see docs/recipes.md") in lines
+    root = os.path.realpath(docker_setup.project)
+    assert (f"hookcage: hook project failed: exited 2 because the shell could not write {root}/.cache-log "
+            "(Read-only file system), not as a verdict: the project is read-only in the sandbox; to let this "
+            'hook write it: sandbox.workspace: "rw"') in lines
+    assert ("hookcage: hook home failed: exited 2 because the shell could not write /tmp/.claude/log.txt "
+            "(Directory nonexistent), not as a verdict: the sandbox's home is throw-away and /tmp is the only "
+            'writable place; a persistent home: sandbox.home: "persistent" (see docs/sandbox.md)') in lines
+    assert (f"hookcage: hook syntax failed: exited 2 on the shell's syntax error, not as a verdict: {root}/bad.sh: "
+            '2: Syntax error: "then" unexpected') in lines
+    assert ("hookcage: hook net failed: exited 1: socket.gaierror: [Errno -3] Temporary failure in name "
+            "resolution; no network in the sandbox (sandbox.network)") in lines
+
+
 # -- the CLI's docker commands ----------------------------------------------
 
 
@@ -260,8 +297,9 @@ def test_cli_dispatch_end_to_end_through_docker(docker_setup: Setup, tmp_path: P
     payload = json.dumps({"session_id": docker_setup.session, "cwd": str(docker_setup.project), **BASH})
     proc = hookcage("dispatch", "PreToolUse", stdin=payload.encode(), cwd=docker_setup.project,
                     HOOKCAGE_HOME=str(docker_setup.home), HOOKCAGE_MANAGED_DIR=str(docker_setup.managed))
-    assert proc.returncode == 2
-    assert b"Read-only file system" in proc.stderr or b"Permission denied" in proc.stderr
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    reason = json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "Read-only file system" in reason or "Permission denied" in reason
     assert not (docker_setup.project / "pwned").exists()
 
 

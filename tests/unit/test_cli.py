@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -84,12 +85,82 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, tex
 
 
 @pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
-def test_dispatch_blocks_with_exit_2_and_reason_on_stderr(cli: Cli) -> None:
+def test_dispatch_answers_a_guards_exit_2_with_claudes_json_deny(cli: Cli) -> None:
     cli.user_hooks(host_hook("PreToolUse", GUARD, matcher="Bash"))
     proc = cli.run("dispatch", "PreToolUse", stdin=cli.payload(tool_input={"command": "rm -rf /"}))
-    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", "rm -rf is not allowed here\n")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert json.loads(proc.stdout) == {"hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": "deny",
+        "permissionDecisionReason": "rm -rf is not allowed here"}}
     proc = cli.run("dispatch", "PreToolUse", stdin=cli.payload())
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "{}\n", "")
+
+
+def test_dispatch_stop_block_keeps_its_system_message(cli: Cli) -> None:
+    ralph = {"decision": "block", "reason": "3 tasks left", "systemMessage": "ralph loop: iteration 4"}
+    cli.user_hooks(host_hook("Stop", f"echo '{json.dumps(ralph)}'"))
+    proc = cli.run("dispatch", "Stop", stdin=json.dumps({"session_id": "s", "stop_hook_active": False}))
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert json.loads(proc.stdout) == ralph
+
+
+def test_dispatch_task_completed_block_is_still_exit_2(cli: Cli) -> None:
+    cli.user_hooks(host_hook("TaskCompleted", "echo 'tests fail' >&2; exit 2"))
+    proc = cli.run("dispatch", "TaskCompleted", stdin='{"session_id": "s"}')
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", "tests fail\n")
+
+
+REWRITE = json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
+                                             "updatedInput": {"command": "ls -l"}}})
+CODEBUDDY_MARKS = {"client": "CLI", "version": "2.163.0", "generation_id": "g1", "model": "m"}
+
+
+@pytest.mark.parametrize(
+    ("args", "extra", "key"),
+    [
+        ([], {}, "updatedInput"),
+        (["--agent", "claude"], {}, "updatedInput"),
+        (["--agent", "codebuddy"], {}, "modifiedInput"),
+        ([], CODEBUDDY_MARKS, "modifiedInput"),
+        (["--agent=claude"], CODEBUDDY_MARKS, "updatedInput"),
+    ],
+)
+def test_dispatch_answers_in_the_spelling_of_the_agent_that_asked(
+    cli: Cli, args: list[str], extra: dict[str, str], key: str
+) -> None:
+    cli.user_hooks(host_hook("PreToolUse", f"echo '{REWRITE}'"))
+    proc = cli.run("dispatch", *args, "PreToolUse", stdin=cli.payload(**extra))
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert json.loads(proc.stdout)["hookSpecificOutput"] == {
+        "hookEventName": "PreToolUse", "permissionDecision": "allow", key: {"command": "ls -l"}}
+
+
+def test_dispatch_agent_help_lists_the_agents(cli: Cli) -> None:
+    proc = cli.run("dispatch", "--agent", "help")  # no stdin read, nothing run
+    assert proc.returncode == 0 and proc.stderr == ""
+    names = [line.split()[0] for line in proc.stdout.splitlines() if not line.startswith("Without")]
+    assert names == ["claude", "codebuddy"]
+    assert "client, version, generation_id" in proc.stdout
+
+
+@pytest.mark.parametrize(("env", "code"), [({}, 1), ({"HOOKCAGE_FAIL_CLOSED": "1"}, 2)])
+def test_dispatch_unknown_agent_is_one_line(cli: Cli, env: dict[str, str], code: int) -> None:
+    proc = cli.run("dispatch", "--agent", "gemini", "Stop", stdin='{"session_id": "s"}', **env)
+    assert_one_line_error(proc, code, "unknown agent 'gemini'; known agents: claude, codebuddy")
+    assert proc.stdout == ""
+
+
+def test_dispatch_missing_program_and_failed_redirection_are_findings_not_blocks(cli: Cli, tmp_path: Path) -> None:
+    cli.user_hooks({"hooks": {"PreToolUse": [{"hooks": [
+        {"type": "command", "command": "no-such-tool-hc --check", "sandbox": "host", "name": "lint"},
+        {"type": "command", "command": f"echo log > {tmp_path}/missing/dir/log.txt", "sandbox": "host",
+         "name": "logger"}]}]}})
+    proc = cli.run("dispatch", "PreToolUse", stdin=cli.payload())
+    assert (proc.returncode, proc.stderr) == (0, "")
+    message = json.loads(proc.stdout)["systemMessage"]
+    assert "hook lint failed: exited 127: `no-such-tool-hc` is not installed (not on PATH)" in message
+    assert (f"hook logger failed: exited 2 because the shell could not write {tmp_path}/missing/dir/log.txt "
+            "(Directory nonexistent), not as a verdict") in message
 
 
 def test_dispatch_takes_the_event_from_the_payload(cli: Cli) -> None:
@@ -255,6 +326,11 @@ def test_every_command_is_documented() -> None:
         names.extend(f"{name} {s}" for s in sub) if sub else names.append(name)
     missing = [n for n in names if f"## hookcage {n}\n" not in docs]
     assert not missing, f"commands without a section in docs/cli.md: {missing}"
+    commands = [c for command in group.commands.values()
+                for c in getattr(command, "commands", {command.name: command}).values()]
+    options = {o for c in commands for p in c.params for o in getattr(p, "opts", ()) if o.startswith("--")}
+    undocumented = [o for o in sorted(options) if not re.search(rf"{re.escape(o)}(?![\w-])", docs)]
+    assert not undocumented, f"options not in docs/cli.md: {undocumented}"
 
 
 def test_allow_edits_the_user_config_and_keeps_comments(cli: Cli) -> None:

@@ -70,12 +70,14 @@ def test_request_carries_the_bytes_and_only_the_environment_that_matters() -> No
     body = json.loads(client.encode_request("PreToolUse", raw, env, "/work"))
     assert base64.b64decode(body["payload_b64"]) == raw
     assert body["event"] == "PreToolUse" and body["cwd"] == "/work" and body["home"] == "/h/hc"
+    assert body["agent"] is None
+    assert json.loads(client.encode_request("PreToolUse", raw, env, "/work", "codebuddy"))["agent"] == "codebuddy"
     assert body["env"] == {k: v for k, v in env.items() if k not in ("AWS_SECRET_ACCESS_KEY", "SSH_AUTH_SOCK")}
     assert body["version"] == client.__version__
 
 
 def test_response_parsing_waits_for_the_whole_body_wherever_reads_cut_it() -> None:
-    body = b'{"exit_code": 2, "stdout": "", "stderr": "no\\n"}'
+    body = b'{"exit_code": 2, "stdout": "", "stderr": "no\\n", "agent": "claude"}'
     data = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\ncontent-type: application/json\r\n\r\n" % len(body) + body
     for cut in range(len(data)):
         assert client.parse_response(data[:cut]) is None
@@ -107,12 +109,23 @@ def test_anything_but_our_http_answer_is_refused(data: bytes) -> None:
         (200, b'{"exit_code": "0", "stdout": "", "stderr": ""}'),
         (200, b'{"exit_code": true, "stdout": "", "stderr": ""}'),
         (200, b'{"exit_code": 300, "stdout": "", "stderr": ""}'),
-        (200, b'{"exit_code": 0, "stdout": null, "stderr": ""}'),
+        (200, b'{"exit_code": 0, "stdout": null, "stderr": "", "agent": "claude"}'),
+        # A daemon that predates dialects names none: it would answer every agent as Claude Code.
+        (200, b'{"exit_code": 0, "stdout": "{}\\n", "stderr": ""}'),
+        (200, b'{"exit_code": 0, "stdout": "{}\\n", "stderr": "", "agent": null}'),
     ],
 )
 def test_an_answer_that_is_not_a_verdict_means_answer_in_process(status: int, body: bytes) -> None:
     with pytest.raises(client.ClientError):
         client.decode_answer(status, body)
+
+
+def test_an_answer_for_another_agent_than_asked_means_answer_in_process() -> None:
+    body = b'{"exit_code": 0, "stdout": "{}\\n", "stderr": "", "agent": "claude"}'
+    assert client.decode_answer(200, body) == client.Answer(0, "{}\n", "")
+    assert client.decode_answer(200, body, "claude") == client.Answer(0, "{}\n", "")
+    with pytest.raises(client.ClientError):
+        client.decode_answer(200, body, "codebuddy")
 
 
 @pytest.mark.parametrize(
@@ -165,19 +178,36 @@ def test_host_hooks_get_the_callers_base_environment(monkeypatch: pytest.MonkeyP
         assert host_base_env(env) == default_base_env()
 
 
+NOT_FORWARDED = (False, None, None)
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["dispatch"], (True, None)),
-        (["dispatch", "Stop"], (True, "Stop")),
-        (["dispatch", "--help"], (False, None)),
-        (["dispatch", "-h"], (False, None)),
-        (["dispatch", "Stop", "extra"], (False, None)),
-        (["list"], (False, None)),
-        ([], (False, None)),
+        (["dispatch"], (True, None, None)),
+        (["dispatch", "Stop"], (True, "Stop", None)),
+        (["dispatch", "--agent", "codebuddy"], (True, None, "codebuddy")),
+        (["dispatch", "--agent", "codebuddy", "Stop"], (True, "Stop", "codebuddy")),
+        (["dispatch", "Stop", "--agent", "codebuddy"], (True, "Stop", "codebuddy")),
+        (["dispatch", "--agent=codebuddy", "Stop"], (True, "Stop", "codebuddy")),
+        (["dispatch", "--agent", "gemini"], (True, None, "gemini")),  # the daemon refuses it: the CLI says why
+        (["dispatch", "--agent", "help"], NOT_FORWARDED),
+        (["dispatch", "--agent=help"], NOT_FORWARDED),
+        (["dispatch", "--agent"], NOT_FORWARDED),
+        (["dispatch", "--agent="], NOT_FORWARDED),
+        (["dispatch", "--agent", "-h"], NOT_FORWARDED),
+        (["dispatch", "--agent", "claude", "--agent", "codebuddy"], NOT_FORWARDED),
+        (["dispatch", "--agent", "claude", "--help"], NOT_FORWARDED),
+        (["dispatch", "--help"], NOT_FORWARDED),
+        (["dispatch", "-h"], NOT_FORWARDED),
+        (["dispatch", "Stop", "extra"], NOT_FORWARDED),
+        (["list"], NOT_FORWARDED),
+        ([], NOT_FORWARDED),
     ],
 )
-def test_only_plain_dispatch_calls_are_offered_to_the_daemon(args: list[str], expected: tuple[bool, str | None]) -> None:
+def test_only_plain_dispatch_calls_are_offered_to_the_daemon(
+    args: list[str], expected: tuple[bool, str | None, str | None]
+) -> None:
     assert forwardable(args) == expected
 
 
@@ -233,7 +263,8 @@ class _FakeHandler(BaseHTTPRequestHandler):
 def fake_daemon(tmp_path: Path) -> Iterator[FakeDaemon]:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
-    server = FakeDaemon(home / "hookcage.sock", {"exit_code": 2, "stdout": "", "stderr": "fake says no\n"})
+    server = FakeDaemon(home / "hookcage.sock", {"exit_code": 2, "stdout": "", "stderr": "fake says no\n",
+                                                 "agent": "claude"})
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -270,6 +301,20 @@ def test_a_refusal_falls_back_in_process_with_the_same_stdin(fake_daemon: FakeDa
                           capture_output=True, env=env, timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"{}\n", b"")
     assert len(fake_daemon.received) == 1  # asked once, then answered in-process from the same bytes
+
+
+def test_a_daemon_that_names_no_dialect_is_not_used(fake_daemon: FakeDaemon, tmp_path: Path) -> None:
+    # Same version, older code: it would ignore --agent and answer in Claude Code's spelling.
+    fake_daemon.answer = {"exit_code": 0, "stdout": "{}\n", "stderr": ""}
+    (tmp_path / "project").mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HOOKCAGE_HOME": str(tmp_path / "home"),
+           "HOOKCAGE_MANAGED_DIR": str(tmp_path / "managed")}
+    payload = json.dumps({"session_id": "s", "cwd": str(tmp_path / "project")}).encode()
+    proc = subprocess.run([PY, "-m", "executor.entry", "dispatch", "--agent", "codebuddy", "Stop"], input=payload,
+                          capture_output=True, env=env, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"{}\n", b"")
+    [request] = fake_daemon.received  # asked once, with the agent; then answered in-process
+    assert request["agent"] == "codebuddy" and request["event"] == "Stop"
 
 
 # -- the real daemon ---------------------------------------------------------------------
@@ -364,7 +409,9 @@ def host(command: str, **extra: Any) -> dict[str, Any]:
 HOOKS = {"hooks": {
     "PreToolUse": [{"matcher": "Bash", "hooks": [host("echo 'rm is not allowed here' >&2; exit 2")]},
                    {"matcher": "Read", "hooks": [host(
-                       """echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": "check"}}'""")]}],
+                       """echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": "check"}}'""")]},
+                   {"matcher": "Write", "hooks": [host(
+                       """echo '{"systemMessage": "sandboxed the path", "hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": {"file_path": "/tmp/x"}}}'""")]}],
     "PostToolUse": [{"hooks": [host("true")]}],
     "UserPromptSubmit": [{"hooks": [host("echo \"root=$CLAUDE_PROJECT_DIR path=$PATH home=$HOME\"")]}],
     "Stop": [{"hooks": [host("""echo '{"continue": false, "stopReason": "enough"}'""")]}],
@@ -381,8 +428,17 @@ def _cases(project: Path, socket_path: Path) -> list[tuple[str, list[str], bytes
         return json.dumps({"session_id": "s1", "cwd": cwd, **fields}).encode()
 
     bash = payload(tool_name="Bash", tool_input={"command": "rm -rf /"})
+    write = {"tool_name": "Write", "tool_input": {"file_path": "/etc/x"}}
+    codebuddy = payload(**write, client="CLI", version="2.163.0", generation_id="g1", model="m")
     return [
         ("block exit 2", ["PreToolUse"], bash, {}, True),
+        ("block for codebuddy", ["--agent=codebuddy", "PreToolUse"], bash, {}, True),
+        ("rewrite for claude", ["PreToolUse"], payload(**write), {}, True),
+        ("rewrite for codebuddy by --agent", ["--agent", "codebuddy", "PreToolUse"], payload(**write), {}, True),
+        ("codebuddy recognised from its payload", ["PreToolUse"], codebuddy, {}, True),
+        ("--agent wins over the payload", ["PreToolUse", "--agent", "claude"], codebuddy, {}, True),
+        ("unknown agent: the command line says so", ["--agent", "gemini", "Stop"], payload(), {}, False),
+        ("unknown agent, fail-closed", ["--agent", "gemini", "Stop"], payload(), {"HOOKCAGE_FAIL_CLOSED": "1"}, False),
         ("ask", ["PreToolUse"], payload(tool_name="Read", tool_input={"file_path": "/x"}), {}, True),
         ("allow {}", ["PostToolUse"], payload(tool_name="Bash", tool_input={}, tool_response={}), {}, True),
         ("context, root from the caller's cwd", ["UserPromptSubmit"],
@@ -425,6 +481,27 @@ def test_daemon_and_in_process_give_the_same_answer_and_run_log(setup: Setup) ->
         assert comparable(lines[middle:]) == comparable(lines[before:middle]), name
     refusals = [line for line in setup.daemon_log.read_text().splitlines() if "left to the caller" in line]
     assert len(refusals) == sum(not case[-1] for case in _cases(setup.project, setup.socket)), refusals
+
+
+def test_each_agent_is_answered_in_its_own_spelling_on_both_paths(setup: Setup) -> None:
+    setup.user_hooks(HOOKS)
+    setup.start()
+    base = {"session_id": "s1", "cwd": str(setup.project), "tool_name": "Write", "tool_input": {"file_path": "/etc/x"}}
+    marks = {"client": "CLI", "version": "2.163.0", "generation_id": "g1", "model": "m"}
+    for args, fields, key in [(["PreToolUse"], {}, "updatedInput"),
+                              (["--agent", "codebuddy", "PreToolUse"], {}, "modifiedInput"),
+                              (["PreToolUse"], marks, "modifiedInput"),
+                              (["--agent", "claude", "PreToolUse"], marks, "updatedInput")]:
+        stdin = json.dumps({**base, **fields}).encode()
+        for mode in ("daemon", "in-process"):
+            code, out, err = setup.dispatch(args, stdin, mode=mode)
+            answer = json.loads(out)
+            assert (code, err) == (0, ""), (args, mode)
+            assert answer["hookSpecificOutput"][key] == {"file_path": "/tmp/x"}, (args, fields, mode)
+            assert answer["systemMessage"] == "sandboxed the path"
+    code, out, err = setup.dispatch(["--agent", "gemini", "Stop"], b"{}", mode="auto")
+    assert (code, out) == (1, "") and err.startswith("hookcage: error: ") and "unknown agent 'gemini'" in err
+    assert len(err.splitlines()) == 1
 
 
 def test_async_hooks_run_after_the_daemons_answer(setup: Setup) -> None:

@@ -8,19 +8,29 @@ from typing import Any
 
 import pytest
 
-from executor.events import get_event
+from executor.errors import PayloadError
+from executor.events import EVENTS, EventSpec, get_event
 from executor.protocol import (
+    CLAUDE,
+    CLAUDE_DECISION_EVENTS,
+    CODEBUDDY,
+    DIALECTS,
+    EXIT_CODES,
     UNSET,
     AgentAnswer,
     Decision,
+    Dialect,
     HookOutcome,
     Verdict,
     apply_on_error,
     build_stdin,
+    detect_dialect,
     error_outcome,
     fold,
+    get_dialect,
     parse_outcome,
     render,
+    resolve_dialect,
 )
 from executor.text import MESSAGE_CAP, TRUNCATION_MARK
 
@@ -143,12 +153,13 @@ def test_exit_2_with_empty_stderr_on_a_non_blocking_event_says_nothing() -> None
 # -- other exit codes, kills ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("code", [1, 3, 127, 255, -9])
-def test_other_exit_codes_are_non_blocking_errors_with_the_first_stderr_line(code: int) -> None:
+@pytest.mark.parametrize(("code", "said"), [(1, ""), (3, ""), (126, " (could not execute)"),
+                                           (127, " (command not found)"), (255, ""), (-9, "")])
+def test_other_exit_codes_are_non_blocking_errors_with_the_first_stderr_line(code: int, said: str) -> None:
     o = parse("PreToolUse", b'{"hookSpecificOutput": {"permissionDecision": "deny"}}', code=code,
               stderr=b"\n\n  first problem  \nsecond problem\n")
     assert o.status == "error"
-    assert o.error == f"exited {code}: first problem"
+    assert o.error == f"exited {code}{said}: first problem"
     assert o.decision is None  # stdout of a failed hook is never trusted
 
 
@@ -188,6 +199,226 @@ def test_outcome_remembers_hook_name_and_id() -> None:
 def test_error_outcome_for_a_hook_that_could_not_run() -> None:
     o = error_outcome("h", "sandbox down", hook_id="h1")
     assert (o.status, o.error, o.exit_code, o.hook_id) == ("error", "sandbox down", None, "h1")
+
+
+# -- findings: exits that are not verdicts ---------------------------------------------
+
+
+class Box:
+    """What parse_outcome needs to know of where a hook ran (as SandboxOptions has it)."""
+
+    def __init__(self, backend: str = "docker", workspace: str = "ro", network: str = "none") -> None:
+        self.backend, self.workspace, self.network = backend, workspace, network
+
+
+DOCKER = Box()
+HOST = Box(backend="host")
+ROOT = "/home/ann/repo"
+
+
+def ran(event: str, code: int, stderr: str, *, box: Box | None = DOCKER, image: str | None = "hookcage/runner:0.1.0",
+        stdout: bytes = b"") -> HookOutcome:
+    return parse_outcome(get_event(event), "h", code, stdout, stderr.encode(), sandbox=box, image=image,
+                         project_dir=ROOT)
+
+
+NODE_ADVICE = ("exited 127: the image hookcage/runner:0.1.0 has no `node`: use an image that has it "
+               "(sandbox.image) or see docs/recipes.md")
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "sh: 1: node: not found\n",  # dash, the runner image's /bin/sh
+        "/bin/sh: 1: node: not found\n",
+        "bash: line 1: node: command not found\n",  # bash 5.1+
+        "bash: node: command not found\n",  # older bash
+        "./.claude/hooks/lint.sh: line 4: node: command not found\n",  # a bash script's own line
+        "/usr/bin/env: 'node': No such file or directory\n",  # #!/usr/bin/env node
+        "/usr/bin/env: \u2018node\u2019: No such file or directory\n",  # coreutils in a UTF-8 locale
+        "starting\nsh: 1: node: not found\n",
+    ],
+)
+def test_exit_127_names_the_missing_program_and_how_to_get_it(stderr: str) -> None:
+    o = ran("PreToolUse", 127, stderr)
+    assert o.status == "error" and o.error == NODE_ADVICE
+
+
+def test_exit_127_from_env_with_unicode_quotes_names_the_program() -> None:
+    o = ran("Stop", 127, "env: \u2018uv\u2019: No such file or directory\n", image="python:3.12-slim")
+    assert o.error == ("exited 127: the image python:3.12-slim has no `uv`: use an image that has it "
+                       "(sandbox.image) or see docs/recipes.md")
+
+
+def test_exit_127_in_the_default_image_and_on_the_host() -> None:
+    assert ran("Stop", 127, "sh: 1: node: not found", image=None).error == (
+        "exited 127: the default image has no `node`: use an image that has it (sandbox.image) or see docs/recipes.md")
+    assert ran("Stop", 127, "sh: 1: node: not found", box=HOST).error == "exited 127: `node` is not installed (not on PATH)"
+    assert ran("Stop", 127, "sh: 1: node: not found", box=None).error == "exited 127: `node` is not installed (not on PATH)"
+
+
+def test_exit_127_for_a_path_says_the_file_is_not_there() -> None:
+    assert ran("Stop", 127, "sh: 1: ./hooks/x.sh: not found").error == "exited 127: `./hooks/x.sh` does not exist in the sandbox"
+    assert ran("Stop", 127, "bash: ./x.sh: No such file or directory").error == "exited 127: `./x.sh` does not exist in the sandbox"
+
+
+@pytest.mark.parametrize(
+    ("stderr", "why"),
+    [
+        ("sh: 1: ./x.sh: Permission denied", "cannot be executed (Permission denied): give it the execute bit"),
+        ("bash: ./x.sh: Permission denied", "cannot be executed (Permission denied)"),
+        ("bash: line 1: ./x.sh: Permission denied", "cannot be executed (Permission denied)"),
+        ("sh: 1: ./x.sh: Exec format error", "cannot be executed (Exec format error)"),
+        ("bash: ./x.sh: cannot execute binary file: Exec format error", "cannot be executed (Exec format error)"),
+    ],
+)
+def test_exit_126_says_why_the_program_could_not_run(stderr: str, why: str) -> None:
+    o = ran("PreToolUse", 126, stderr)
+    assert o.status == "error" and o.error is not None
+    assert o.error.startswith(f"exited 126: `./x.sh` {why}")
+
+
+def test_exit_126_under_tmp_says_tmp_is_noexec() -> None:
+    error = ran("Stop", 126, "sh: 1: /tmp/tool: Permission denied").error
+    assert error is not None and error.endswith("; /tmp in the sandbox cannot hold programs (noexec)")
+
+
+def test_126_and_127_stay_non_blocking_errors_and_on_error_deny_still_denies() -> None:
+    o = ran("PreToolUse", 127, "sh: 1: node: not found", stdout=js({"decision": "block"}))
+    assert (o.status, o.decision, o.reason) == ("error", None, None)
+    denied = apply_on_error(PRE, o, "deny")
+    assert denied.decision == "deny" and denied.reason is not None and "has no `node`" in denied.reason
+    assert apply_on_error(STOP, ran("Stop", 126, "sh: 1: ./x: Permission denied"), "deny").status == "block"
+
+
+def test_a_127_that_names_no_program_keeps_its_first_line() -> None:
+    assert ran("Stop", 127, "something odd\n").error == "exited 127 (command not found): something odd"
+    # The wrong code for the message: no finding.
+    assert ran("Stop", 1, "sh: 1: node: not found").error == "exited 1: sh: 1: node: not found"
+    assert ran("Stop", 127, "sh: 1: ./x: Permission denied").error == "exited 127 (command not found): sh: 1: ./x: Permission denied"
+
+
+def test_a_program_name_is_sanitised_and_capped() -> None:
+    error = ran("Stop", 127, "sh: 1: \x1b[31mno" + "d" * 500 + "e: not found")
+    assert error.error is not None and "\x1b" not in error.error and len(error.error) < 400
+
+
+@pytest.mark.parametrize(
+    ("stderr", "error"),
+    [
+        ("sh: 1: cannot create /tmp/.claude/log.txt: Directory nonexistent\n",
+         "exited 2 because the shell could not write /tmp/.claude/log.txt (Directory nonexistent), not as a "
+         "verdict: the sandbox's home is throw-away and /tmp is the only writable place; a persistent home: "
+         'sandbox.home: "persistent" (see docs/sandbox.md)'),
+        ("sh: 1: cannot create /home/ann/repo/.cache/x: Read-only file system\n",
+         "exited 2 because the shell could not write /home/ann/repo/.cache/x (Read-only file system), not as a "
+         'verdict: the project is read-only in the sandbox; to let this hook write it: sandbox.workspace: "rw"'),
+        ("sh: 1: cannot create notes.txt: Read-only file system\n",  # relative: the cwd is in the workspace
+         "exited 2 because the shell could not write notes.txt (Read-only file system), not as a verdict: the "
+         'project is read-only in the sandbox; to let this hook write it: sandbox.workspace: "rw"'),
+        ("sh: 1: cannot create /home/ann/.claude/state.json: Read-only file system\n",
+         "exited 2 because the shell could not write /home/ann/.claude/state.json (Read-only file system), not "
+         "as a verdict: the sandbox's home is throw-away and /tmp is the only writable place; a persistent "
+         'home: sandbox.home: "persistent" (see docs/sandbox.md)'),
+        ("./.claude/hooks/log.sh: 3: cannot create /home/ann/repo/log: Read-only file system\n",
+         "exited 2 because the shell could not write /home/ann/repo/log (Read-only file system), not as a "
+         'verdict: the project is read-only in the sandbox; to let this hook write it: sandbox.workspace: "rw"'),
+        ("sh: 1: cannot open /home/ann/repo/missing.json: No such file\n",
+         "exited 2 because the shell could not read /home/ann/repo/missing.json (No such file), not as a verdict"),
+    ],
+)
+def test_exit_2_from_a_failed_redirection_is_a_finding_not_a_block(stderr: str, error: str) -> None:
+    o = ran("Stop", 2, stderr)
+    assert (o.status, o.reason, o.error) == ("error", None, error)
+
+
+def test_a_redirection_refused_in_a_writable_workspace_gives_no_wrong_advice() -> None:
+    o = parse_outcome(STOP, "h", 2, b"", b"sh: 1: cannot create /home/ann/repo/x: Read-only file system",
+                      sandbox=Box(workspace="rw"), project_dir=ROOT)
+    assert o.error == "exited 2 because the shell could not write /home/ann/repo/x (Read-only file system), not as a verdict"
+
+
+def test_a_failed_redirection_on_the_host_is_a_finding_without_sandbox_advice() -> None:
+    o = ran("Stop", 2, "sh: 1: cannot create /nope/log: Directory nonexistent", box=HOST)
+    assert (o.status, o.error) == ("error", "exited 2 because the shell could not write /nope/log "
+                                            "(Directory nonexistent), not as a verdict")
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        'sh: 1: Syntax error: "(" unexpected\n',
+        'sh: 1: Syntax error: end of file unexpected (expecting "fi")\n',
+        '/repo/.claude/hooks/x.sh: 3: Syntax error: end of file unexpected (expecting "fi")\n',
+        "bash: -c: line 2: syntax error: unexpected end of file\n",
+        "bash: -c: line 1: syntax error near unexpected token `)'\nbash: -c: line 1: `echo )'\n",
+        "hi\n./x.sh: line 3: syntax error: unexpected end of file\n",
+        "bash: -c: line 1: syntax error: unexpected end of file from `if' command on line 1\n",  # bash 5.2
+    ],
+)
+def test_exit_2_from_a_syntax_error_is_a_finding_not_a_block(stderr: str) -> None:
+    o = ran("PreToolUse", 2, stderr)
+    assert o.status == "error" and o.reason is None
+    assert o.error is not None and o.error.startswith("exited 2 on the shell's syntax error, not as a verdict: ")
+    assert "syntax error" in o.error.lower()
+
+
+def test_a_shell_error_on_an_event_that_cannot_block_is_reported_as_an_error_too() -> None:
+    o = ran("SessionStart", 2, "sh: 1: cannot create /tmp/.claude/x: Directory nonexistent")
+    assert o.status == "error" and o.system_message is None
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        # The guard's own reason comes last: it blocks, whatever came before.
+        "sh: 1: cannot create /tmp/.claude/log.txt: Directory nonexistent\nrm -rf is not allowed here\n",
+        # A block message that quotes a shell error mid-stderr still blocks.
+        "blocked: sh: 1: cannot create /etc/x: Read-only file system\nsee policy.md\n",
+        # Mimicry that is not anchored to the shell's exact form.
+        "blocked: sh: 1: cannot create /etc/x: Read-only file system\n",
+        "  refused: 1: cannot create x: nope\n",
+        "sh: 1: cannot create /x: read-only file system\n",  # not dash's spelling
+        "sh: cannot create /x: Read-only file system\n",  # no line number: not dash's form
+        "Syntax error: the command is not allowed\n",
+        "bash: -c: line 1: `echo )'\n",  # bash's source line without its syntax error before it
+        "policy: line 1: syntax error in your request\nrm is denied\n",
+        "policy: line 1: syntax error in your request\n",  # not one of bash's own syntax messages
+    ],
+)
+def test_a_guard_whose_message_mimics_a_shell_error_still_blocks(stderr: str) -> None:
+    o = ran("PreToolUse", 2, stderr)
+    assert o.status == "block" and o.reason == stderr.strip()
+
+
+def test_bash_syntax_source_line_must_follow_the_same_shells_syntax_error() -> None:
+    stderr = "other: line 1: syntax error near unexpected token `)'\nbash: -c: line 1: `echo )'\n"
+    assert ran("PreToolUse", 2, stderr).status == "block"
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "curl: (6) Could not resolve host: example.com",
+        "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com",
+        "socket.gaierror: [Errno -3] Temporary failure in name resolution",
+        "connect: Network is unreachable",
+        "Error: getaddrinfo ENOTFOUND registry.npmjs.org",
+        "npm error request to https://registry.npmjs.org/x failed, reason: getaddrinfo EAI_AGAIN registry.npmjs.org",
+    ],
+)
+def test_network_refusal_says_the_sandbox_has_no_network(stderr: str) -> None:
+    o = ran("PostToolUse", 1, "Traceback (most recent call last):\n  ...\n" + stderr + "\n")
+    assert (o.status, o.error) == ("error", f"exited 1: {stderr}; no network in the sandbox (sandbox.network)")
+
+
+def test_network_finding_only_where_the_network_is_off() -> None:
+    line = "curl: (6) Could not resolve host: example.com"
+    assert ran("Stop", 6, line, box=HOST).error == f"exited 6: {line}"
+    assert ran("Stop", 6, line, box=Box(network="bridge")).error == f"exited 6: {line}"
+    assert ran("Stop", 6, line, box=None).error == f"exited 6: {line}"
+    # An exit 2 is the hook's verdict: a guard that blocks because it could not check still blocks.
+    assert ran("PreToolUse", 2, line).status == "block"
 
 
 # -- JSON fields ------------------------------------------------------------------------
@@ -745,29 +976,118 @@ def answer_json(answer: AgentAnswer) -> Any:
     return strict_json(answer.stdout)
 
 
-def test_render_blocking_verdict_exits_2_with_reason_on_stderr() -> None:
+def test_render_stop_block_is_json_and_keeps_system_message_and_context() -> None:
+    # Issue 10: a "ralph loop" Stop hook blocks with a systemMessage; exit 2 lost it.
+    o = parse("Stop", js({"decision": "block", "reason": "keep going: 3 tasks left",
+                          "systemMessage": "ralph loop: iteration 4",
+                          "hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": "tasks.md"}}))
+    assert answer_json(render(STOP, fold(STOP, [o]))) == {
+        "decision": "block", "reason": "keep going: 3 tasks left", "systemMessage": "ralph loop: iteration 4",
+        "hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": "tasks.md"},
+    }
+
+
+def test_render_blocking_verdict_from_exit_2_is_a_json_block_for_claude() -> None:
     v = fold(STOP, [HookOutcome(hook="a", status="block", reason="tests fail")])
-    assert render(STOP, v) == AgentAnswer(2, "", "tests fail\n")
+    assert render(STOP, v) == AgentAnswer(0, '{"decision": "block", "reason": "tests fail"}\n', "")
 
 
-def test_render_deny_exits_2_with_the_reason() -> None:
-    v = fold(PRE, [HookOutcome(hook="a", decision="deny", reason="no rm -rf")])
-    assert render(PRE, v) == AgentAnswer(2, "", "no rm -rf\n")
+@pytest.mark.parametrize("event", ["UserPromptSubmit", "PostToolUse", "Stop", "SubagentStop", "ConfigChange"])
+def test_render_top_level_decision_block_on_the_events_claude_reads_it(event: str) -> None:
+    spec = get_event(event)
+    v = fold(spec, [HookOutcome(hook="a", status="block", reason="r", system_message="m")])
+    assert answer_json(render(spec, v)) == {"decision": "block", "reason": "r", "systemMessage": "m"}
+
+
+def test_render_task_completed_block_stays_exit_2() -> None:
+    # Claude Code reads TaskCompleted's block from exit 2 only (its JSON continue: false is another thing).
+    spec = get_event("TaskCompleted")
+    v = fold(spec, [HookOutcome(hook="a", status="block", reason="tests fail", system_message="lost")])
+    assert render(spec, v) == AgentAnswer(2, "", "tests fail\n")
+
+
+def test_claude_decision_events_follow_the_reference() -> None:
+    reference = {"UserPromptSubmit", "UserPromptExpansion", "PostToolUse", "PostToolUseFailure", "PostToolBatch",
+                 "Stop", "SubagentStop", "ConfigChange", "PreCompact", "TaskCreated"}
+    assert reference == CLAUDE_DECISION_EVENTS
+    expected = {"PreToolUse": "permission", "PermissionRequest": "permission_request",
+                "TaskCompleted": "exit2", "TeammateIdle": "exit2", **dict.fromkeys(reference, "decision")}
+    for name, form in expected.items():
+        spec = EVENTS.get(name) or EventSpec(name, None, True, permission=name in ("PreToolUse", "PermissionRequest"))
+        assert CLAUDE.block_form(spec) == form, name
+    assert all(EXIT_CODES.block_form(spec) == "exit2" for spec in EVENTS.values())
+
+
+def test_render_deny_is_a_json_permission_decision() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", decision="deny", reason="no rm -rf", system_message="guard ran")])
+    assert answer_json(render(PRE, v)) == {"systemMessage": "guard ran", "hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no rm -rf"}}
+
+
+def test_render_exit_2_on_pre_tool_use_becomes_a_deny_and_drops_other_rewrites() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", status="block", reason="no deletes"),
+                   HookOutcome(hook="b", decision="allow", reason="fine", updated_input={"command": "ls"},
+                               additional_context="ctx")])
+    assert answer_json(render(PRE, v)) == {"hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no deletes",
+        "additionalContext": "ctx"}}
 
 
 def test_render_deny_without_reason_still_says_something() -> None:
-    answer = render(PRE, fold(PRE, [HookOutcome(hook="a", decision="deny")]))
-    assert answer.exit_code == 2
-    assert answer.stdout == ""
-    assert answer.stderr.strip()
+    out = answer_json(render(PRE, fold(PRE, [HookOutcome(hook="a", decision="deny")])))
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert out["hookSpecificOutput"]["permissionDecisionReason"].strip()
 
 
 def test_render_block_and_deny_gives_both_reasons() -> None:
     v = fold(PRE, [HookOutcome(hook="a", status="block", reason="blocked"),
                    HookOutcome(hook="b", decision="deny", reason="denied")])
-    answer = render(PRE, v)
-    assert answer.exit_code == 2
-    assert "blocked" in answer.stderr and "denied" in answer.stderr
+    reason = answer_json(render(PRE, v))["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "blocked" in reason and "denied" in reason
+
+
+# The exit-code rendering (agents that read no JSON verdict) stays available.
+
+
+def test_exit_codes_dialect_blocks_with_exit_2_and_reason_on_stderr() -> None:
+    v = fold(STOP, [HookOutcome(hook="a", status="block", reason="tests fail", system_message="lost")])
+    assert render(STOP, v, EXIT_CODES) == AgentAnswer(2, "", "tests fail\n")
+    v = fold(PRE, [HookOutcome(hook="a", decision="deny", reason="no rm -rf")])
+    assert render(PRE, v, EXIT_CODES) == AgentAnswer(2, "", "no rm -rf\n")
+    assert render(PERM, fold(PERM, [HookOutcome(hook="a", decision="deny", reason="no")]), EXIT_CODES) == (
+        AgentAnswer(2, "", "no\n"))
+
+
+def test_exit_codes_dialect_deny_without_reason_and_both_reasons() -> None:
+    answer = render(PRE, fold(PRE, [HookOutcome(hook="a", decision="deny")]), EXIT_CODES)
+    assert answer.exit_code == 2 and answer.stdout == "" and answer.stderr.strip()
+    v = fold(PRE, [HookOutcome(hook="a", status="block", reason="blocked"),
+                   HookOutcome(hook="b", decision="deny", reason="denied")])
+    answer = render(PRE, v, EXIT_CODES)
+    assert answer.exit_code == 2 and "blocked" in answer.stderr and "denied" in answer.stderr
+
+
+def test_exit_codes_dialect_answers_non_blocking_verdicts_as_json() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", decision="ask", reason="check")])
+    assert render(PRE, v, EXIT_CODES) == render(PRE, v)
+
+
+@pytest.mark.parametrize("dialect", [CLAUDE, CODEBUDDY, EXIT_CODES])
+def test_continue_false_wins_over_a_block_in_every_dialect(dialect: Dialect) -> None:
+    v = fold(STOP, [HookOutcome(hook="a", status="block", reason="r"),
+                    HookOutcome(hook="b", continue_=False, stop_reason="halt")])
+    assert answer_json(render(STOP, v, dialect)) == {"continue": False, "stopReason": "halt"}
+    v = fold(PRE, [HookOutcome(hook="a", decision="deny", reason="no"),
+                   HookOutcome(hook="b", continue_=False, stop_reason="halt")])
+    assert answer_json(render(PRE, v, dialect)) == {"continue": False, "stopReason": "halt", "hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no"}}
+
+
+def test_the_verdict_is_the_same_whatever_the_dialect() -> None:
+    # The dialect changes the spelling of the answer, never what was decided.
+    outcomes = [HookOutcome(hook="a", status="block", reason="r"), HookOutcome(hook="b", decision="ask")]
+    v = fold(PRE, outcomes)
+    assert v.blocks and v.reason == "r" and v.decision == "ask"
 
 
 def test_render_continue_false() -> None:
@@ -805,9 +1125,29 @@ def test_render_permission_request_allow() -> None:
     }}
 
 
-def test_render_permission_request_deny_blocks() -> None:
-    v = fold(PERM, [HookOutcome(hook="a", decision="deny", reason="no")])
-    assert render(PERM, v) == AgentAnswer(2, "", "no\n")
+def test_render_permission_request_deny_is_the_json_behavior() -> None:
+    v = fold(PERM, [HookOutcome(hook="a", decision="deny", reason="no", system_message="m")])
+    assert answer_json(render(PERM, v)) == {"systemMessage": "m", "hookSpecificOutput": {
+        "hookEventName": "PermissionRequest", "decision": {"behavior": "deny", "message": "no"}}}
+    v = fold(PERM, [HookOutcome(hook="a", status="block", reason="exit 2 said no")])
+    assert answer_json(render(PERM, v))["hookSpecificOutput"]["decision"] == {
+        "behavior": "deny", "message": "exit 2 said no"}
+
+
+def test_codebuddy_spells_the_input_rewrite_modified_input() -> None:
+    v = fold(PRE, [HookOutcome(hook="a", decision="allow", updated_input={"command": "ls"})])
+    assert answer_json(render(PRE, v, CODEBUDDY)) == {"hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": "allow", "modifiedInput": {"command": "ls"}}}
+    assert "updatedInput" in answer_json(render(PRE, v))["hookSpecificOutput"]
+    # PermissionRequest's rewrite sits in decision.updatedInput for both agents.
+    v = fold(PERM, [HookOutcome(hook="a", decision="allow", updated_input={"command": "ls"})])
+    assert render(PERM, v, CODEBUDDY) == render(PERM, v)
+
+
+def test_codebuddy_reads_blocks_from_the_same_json() -> None:
+    v = fold(PROMPT, [HookOutcome(hook="a", status="block", reason="no secrets", system_message="m")])
+    assert render(PROMPT, v, CODEBUDDY) == render(PROMPT, v)
+    assert answer_json(render(PROMPT, v, CODEBUDDY))["decision"] == "block"
 
 
 def test_render_additional_context_and_system_message() -> None:
@@ -863,6 +1203,57 @@ def test_render_output_can_always_be_written_as_utf8() -> None:
     out = answer_json(answer)
     assert out["systemMessage"] == "x\ud800"
     assert out["hookSpecificOutput"]["updatedInput"] == {"c": "\udfff"}
+
+
+# -- which agent asked --------------------------------------------------------------------
+
+CODEBUDDY_PAYLOAD = {  # what CodeBuddy Code 2.163 sent a UserPromptSubmit hook (captured)
+    "session_id": "01a20a95-fd05-7c6d-8e81-e972a7eb127f", "cwd": "/tmp/cbproj",
+    "transcript_path": "/tmp/cbhome/.codebuddy/projects/tmp-cbproj/01a20a95.jsonl",
+    "hook_event_name": "UserPromptSubmit", "prompt": "hello", "is_internal_continuation": False,
+    "permission_mode": "default", "client": "CLI", "version": "2.163.0",
+    "generation_id": "01a20a95febc7bb3a7768f88f1eeddcc", "model": "default-model",
+}
+CLAUDE_PAYLOAD = {
+    "session_id": "abc123", "transcript_path": "/h/.claude/projects/p/abc123.jsonl", "cwd": "/p",
+    "permission_mode": "default", "hook_event_name": "SessionStart", "source": "startup", "model": "claude-x",
+}
+
+
+def test_the_registry_knows_claude_and_codebuddy() -> None:
+    assert list(DIALECTS) == ["claude", "codebuddy"]
+    assert get_dialect("claude") is CLAUDE and get_dialect("codebuddy") is CODEBUDDY
+
+
+def test_an_unknown_agent_lists_the_known_ones() -> None:
+    with pytest.raises(PayloadError, match=r"unknown agent 'gemini'; known agents: claude, codebuddy"):
+        get_dialect("gemini")
+
+
+def test_codebuddy_is_recognised_from_its_payload() -> None:
+    assert detect_dialect(CODEBUDDY_PAYLOAD) is CODEBUDDY
+    assert detect_dialect(CLAUDE_PAYLOAD) is CLAUDE
+    assert detect_dialect({}) is CLAUDE
+
+
+@pytest.mark.parametrize("missing", ["client", "version", "generation_id"])
+def test_codebuddy_needs_every_key_it_is_recognised_by(missing: str) -> None:
+    payload = {k: v for k, v in CODEBUDDY_PAYLOAD.items() if k != missing}
+    assert detect_dialect(payload) is CLAUDE
+    assert detect_dialect({**CODEBUDDY_PAYLOAD, missing: 1}) is CLAUDE  # not a string: not CodeBuddy's
+
+
+def test_cursor_like_payload_with_generation_id_alone_is_not_codebuddy() -> None:
+    assert detect_dialect({"conversation_id": "c", "generation_id": "g", "hook_event_name": "stop",
+                           "workspace_roots": ["/p"]}) is CLAUDE
+
+
+def test_agent_option_wins_over_recognition() -> None:
+    assert resolve_dialect("claude", CODEBUDDY_PAYLOAD) is CLAUDE
+    assert resolve_dialect("codebuddy", CLAUDE_PAYLOAD) is CODEBUDDY
+    assert resolve_dialect(None, CODEBUDDY_PAYLOAD) is CODEBUDDY
+    with pytest.raises(PayloadError):
+        resolve_dialect("", CLAUDE_PAYLOAD)
 
 
 # -- build_stdin ------------------------------------------------------------------------
