@@ -75,7 +75,7 @@ EVENTS: Mapping[str, EventSpec] = {
         EventSpec("SubagentStop", "agent_type", True,
                   fields=("stop_hook_active", "agent_id", "agent_type", "agent_transcript_path")),
         EventSpec("Stop", None, True, fields=("stop_hook_active",)),
-        EventSpec("PreCompact", "trigger", False, fields=("trigger", "custom_instructions")),
+        EventSpec("PreCompact", "trigger", True, fields=("trigger", "custom_instructions")),
         EventSpec("PostCompact", "trigger", False, fields=("trigger",)),
         EventSpec("TaskCompleted", None, True,
                   fields=("task_id", "task_subject", "task_description")),

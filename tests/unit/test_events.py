@@ -52,7 +52,7 @@ def test_unknown_event_is_an_error_listing_the_valid_ones(name: str) -> None:
         ("Notification", False, False),
         ("SessionStart", False, False),
         ("SessionEnd", False, False),
-        ("PreCompact", False, False),
+        ("PreCompact", True, False),
     ],
 )
 def test_what_each_event_may_do(name: str, can_block: bool, permission: bool) -> None:

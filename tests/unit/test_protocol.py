@@ -136,7 +136,7 @@ def test_exit_2_with_empty_stderr_still_blocks_and_names_the_hook() -> None:
     assert o.reason is not None and "guard.sh" in o.reason
 
 
-@pytest.mark.parametrize("event", ["Notification", "SessionStart", "SessionEnd", "PreCompact", "SubagentStart"])
+@pytest.mark.parametrize("event", ["Notification", "SessionStart", "SessionEnd", "PostCompact", "SubagentStart"])
 def test_exit_2_on_events_that_cannot_block_is_shown_to_the_user(event: str) -> None:
     o = parse(event, code=2, stderr=b"cannot block this\n")
     assert o.status == "ok"
@@ -772,7 +772,7 @@ def test_on_error_deny_blocks_on_blocking_events(event: str) -> None:
     assert o.reason is not None and "boom" in o.reason
 
 
-@pytest.mark.parametrize("event", ["Notification", "SessionStart", "SessionEnd", "PreCompact"])
+@pytest.mark.parametrize("event", ["Notification", "SessionStart", "SessionEnd", "PostCompact"])
 def test_on_error_deny_does_nothing_where_nothing_can_be_denied(event: str) -> None:
     assert apply_on_error(get_event(event), FAILED, "deny") == FAILED
 
