@@ -345,13 +345,22 @@ def _shell_own_error(tail: Sequence[str], place: _Place) -> str | None:
     return None
 
 
+def _telling_line(err_text: str, tail: Sequence[str]) -> str:
+    """The stderr line that says what went wrong: the first, or a traceback's last
+    (Python's ``Traceback (most recent call last):`` says nothing; its end says why)."""
+    line = first_line(err_text)
+    if line.startswith("Traceback (most recent call last)") and tail:
+        return tail[-1]
+    return line
+
+
 def _exit_error(code: int, err_text: str, tail: Sequence[str], place: _Place) -> str:
     """The error of a hook that exited neither 0 nor 2: what it said, and what it means."""
     offline = place.container and place.sandbox is not None and place.sandbox.network == "none"
     refused = [line.strip() for line in err_text.splitlines() if _NETWORK.search(line)] if offline else []
     finding = _cannot_run(code, tail, place) if code in (126, 127) else None
     if finding is None:
-        line = refused[0] if refused else first_line(err_text)  # the line that says what went wrong
+        line = refused[0] if refused else _telling_line(err_text, tail)
         what = {126: " (could not execute)", 127: " (command not found)"}.get(code, "")
         finding = f"exited {code}{what}" + (f": {line}" if line else "")
     if refused:

@@ -1289,3 +1289,12 @@ def test_build_stdin_survives_a_lone_surrogate_in_the_payload() -> None:
     # raised UnicodeEncodeError, crashing dispatch before any guard ran.
     raw = build_stdin(PRE, {"tool_name": "Bash", "tool_input": {"command": "echo \ud800"}})
     assert json.loads(raw)["tool_input"]["command"] == "echo \ud800"
+
+
+def test_a_python_crash_is_reported_by_its_last_line_not_traceback() -> None:
+    # Regression (issue 10's real-hook run): the message was "Traceback (most recent call last):".
+    stderr = (b"Traceback (most recent call last):\n  File \"/p/.claude/hooks/g.py\", line 3, in <module>\n"
+              b"    import yaml\nModuleNotFoundError: No module named 'yaml'\n")
+    outcome = parse_outcome(get_event("PreToolUse"), "g", 1, b"", stderr)
+    assert outcome.status == "error"
+    assert outcome.error == "exited 1: ModuleNotFoundError: No module named 'yaml'"
