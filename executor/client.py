@@ -58,6 +58,8 @@ BASE_ENV_VARS = ("PATH", "HOME", "LANG")
 """What a ``host`` hook inherits from the caller (``executor.sandbox.host.default_base_env``)."""
 DOCKER_ENV_VARS = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
 """What picks the Docker engine (docker-py's ``kwargs_from_env``)."""
+AGENT_ENV_VARS = ("CLAUDE_ENV_FILE",)
+"""What the agent hands its hooks (the environment file SessionStart hooks append to)."""
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
 
@@ -133,9 +135,10 @@ def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
 
     Every ``HOOKCAGE_*`` variable (settings are read from them, in any
     letter case), the project-dir variables, what a ``host`` hook inherits
-    (PATH, HOME, LANG) and what picks the Docker engine.
+    (PATH, HOME, LANG), what picks the Docker engine and the agent's
+    ``CLAUDE_ENV_FILE``.
     """
-    keep = {*PROJECT_DIR_VARS, *BASE_ENV_VARS, *DOCKER_ENV_VARS}
+    keep = {*PROJECT_DIR_VARS, *BASE_ENV_VARS, *DOCKER_ENV_VARS, *AGENT_ENV_VARS}
     return {
         name: value for name, value in environ.items()
         if name in keep or name.upper().startswith("HOOKCAGE_")

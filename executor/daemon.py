@@ -174,7 +174,7 @@ def caller_settings(env: Mapping[str, str], caller_home: str | None, home: Path)
 
 
 def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None) -> dict[str, str]:
-    """The environment ``HookExecutor`` finds the project root in, for the caller.
+    """The environment ``HookExecutor`` finds the project root (and ``CLAUDE_ENV_FILE``) in, for the caller.
 
     In-process the root is the first project-dir variable, else the
     payload's ``cwd``, else the working directory; the caller's working
@@ -183,7 +183,7 @@ def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str
     Raises:
         Refusal: the root, the payload's ``cwd`` or ``transcript_path`` is relative.
     """
-    environ = {name: env[name] for name in client.PROJECT_DIR_VARS if name in env}
+    environ = {name: env[name] for name in (*client.PROJECT_DIR_VARS, *client.AGENT_ENV_VARS) if name in env}
     chosen = next((env[name] for name in client.PROJECT_DIR_VARS if env.get(name)), None)
     where = payload.get("cwd")
     if chosen is not None:

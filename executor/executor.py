@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from executor import homes
 from executor.allowlist import AllowCheck, AllowList, check_command, literal_words
 from executor.config import PROJECT_DIR_VARS, load_hooks, project_root
 from executor.depcache import DepCache, RunSetup, package_words, run_setup
@@ -113,6 +114,7 @@ class _Run:
     result: RunResult | None = None
     outcome: HookOutcome | None = None
     dropped: tuple[str, ...] = ()
+    extras: homes.RunExtras | None = None  # persistent home, env file (executor.homes)
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ def _unstage(runs: Sequence[_Run]) -> None:
         for staged in run.request.overlays.values():
             folder = Path(staged).parent
             shutil.rmtree(folder, ignore_errors=True)
+        homes.unstage(run.extras)
 
 
 def _untrusted_note(details: Sequence[str], root: Path) -> str:
@@ -370,6 +373,8 @@ class HookExecutor:
             "memory": options.memory, "cpus": options.cpus, "pids": options.pids,
             "timeout": hook.timeout,
         }
+        if options.home != "tmp":  # only when asked: records of hooks without it keep their hash
+            profile["home"] = options.home
         needs = find_needs(files)
         if needs:
             profile["dependencies"] = [n.to_json() for n in needs]
@@ -564,6 +569,8 @@ class HookExecutor:
             return
         try:
             sandbox = self._sandbox(hook.sandbox.backend)
+            run.request, run.extras = homes.prepare(run.request, hook_id=hook.id, sandbox=sandbox,
+                                                    settings=self.settings, environ=self._environ)
             run.result = sandbox.run(run.request)
             r = run.result
             outcome = parse_outcome(
@@ -576,9 +583,11 @@ class HookExecutor:
             outcome = error_outcome(hook.label, str(exc), hook_id=hook.id)
         except Exception as exc:  # a bug anywhere in a run must not cost the verdict
             outcome = error_outcome(hook.label, f"internal error: {type(exc).__name__}: {exc}", hook_id=hook.id)
+        wrote_env_file = homes.collect_env_file(run.extras)
         if hook.scope.from_repository:
             # Gate 5: a repository's hook may not pre-approve or rewrite unless granted at trust.
-            outcome, run.dropped = restrict(outcome, hook.capabilities)
+            outcome, run.dropped = restrict(outcome, hook.capabilities, wrote_env_file=wrote_env_file)
+        outcome = homes.finish(run.extras, outcome, allowed="env_file" not in run.dropped)
         run.outcome = apply_on_error(spec, outcome, hook.on_error)
 
     def _background_job(self, spec: EventSpec, session: str, runs: list[_Run]) -> Callable[[], None]:
@@ -643,6 +652,7 @@ class HookExecutor:
             decision=(outcome.decision or ("block" if outcome.status == "block" else None)) if outcome else None,
             error=outcome.error if outcome else None,
             dropped_capabilities=list(run.dropped),
+            env_file=homes.log_entry(run.extras),
         )
         return record
 

@@ -124,20 +124,24 @@ def _digest(value: Any) -> str:
 
 
 def _options_json(options: SandboxOptions) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
         "backend": options.backend, "image": options.image, "workspace": options.workspace,
         "network": options.network, "mounts": list(options.mounts), "memory": options.memory,
         "cpus": options.cpus, "pids": options.pids,
     }
+    if options.home != "tmp":  # only when asked: existing hooks keep their ids
+        data["home"] = options.home
+    return data
 
 
 _HANDLER_KEYS = {"type", "command", "timeout", "async", "once", "name", "enabled", "on_error",
                  "sandbox", "env", "capabilities"}
-CAPABILITY_NAMES = ("approve", "rewrite_input", "rewrite_output")
+CAPABILITY_NAMES = ("approve", "rewrite_input", "rewrite_output", "env_file")
 # Keys other agents put in handlers that hookcage reads but does not act on.
 _IGNORED_KEYS = {"statusMessage", "shell", "description"}
 _SANDBOX_KEYS = {"image", "workspace", "network", "mounts", "memory", "cpus", "pids", "env",
-                 "backend"}
+                 "backend", "home"}
+HOME_MODES = ("tmp", "persistent")
 _FORBIDDEN_SANDBOX_KEYS = {
     "privileged", "cap_add", "capabilities", "caps", "devices", "device", "pid", "pid_mode",
     "ipc", "ipc_mode", "uts", "userns", "userns_mode", "security_opt", "volumes", "binds",
@@ -352,6 +356,8 @@ def _parse_sandbox(
         if scope.from_repository:
             err("", f"\"host\" is not allowed in {scope.value} scope: repository hooks always run sandboxed")
             return SandboxOptions(), ()
+        if isinstance(raw, dict) and raw.get("home", "tmp") != "tmp":
+            err("home", "means nothing for a \"host\" hook (it runs with your own HOME); remove it")
         return SandboxOptions(backend="host"), ()
     if not isinstance(raw, dict):
         err("", "must be \"docker\", \"host\" or an object of sandbox options")
@@ -394,10 +400,14 @@ def _parse_sandbox(
     if pids is not None and (isinstance(pids, bool) or not isinstance(pids, int) or not 1 <= pids <= 65536):
         err("pids", "must be a whole number between 1 and 65536")
         pids = None
+    home = raw.get("home", "tmp")
+    if home not in HOME_MODES:
+        err("home", "must be \"tmp\" (HOME=/tmp, thrown away) or \"persistent\" (kept per project and hook)")
+        home = "tmp"
     env = _parse_env(raw.get("env"), f"{spath}.env", err_path=spath, errors=errors, out=out, event=event)
     options = SandboxOptions(
         backend="docker", image=image, workspace=workspace, network=network, mounts=mounts,
-        memory=memory, cpus=float(cpus) if cpus is not None else None, pids=pids,
+        memory=memory, cpus=float(cpus) if cpus is not None else None, pids=pids, home=home,
     )
     return options, env
 

@@ -544,12 +544,21 @@ CAPABILITIES: Mapping[str, str] = {
     "approve": "pre-approve the tool call (permissionDecision: allow)",
     "rewrite_input": "rewrite the tool input (updatedInput)",
     "rewrite_output": "rewrite the tool output (updatedToolOutput)",
+    "env_file": "set environment variables for the agent's later commands (CLAUDE_ENV_FILE)",
 }
 """What a hook's answer may do beyond deny/block/ask/context, granted per hook at trust time."""
 
 
-def restrict(outcome: HookOutcome, granted: frozenset[str]) -> tuple[HookOutcome, tuple[str, ...]]:
+def restrict(
+    outcome: HookOutcome, granted: frozenset[str], *, wrote_env_file: bool = False
+) -> tuple[HookOutcome, tuple[str, ...]]:
     """Drop the parts of an answer that need a capability the hook was not granted.
+
+    Args:
+        outcome: the hook's parsed answer.
+        granted: the capabilities its trust record grants.
+        wrote_env_file: it wrote to the agent's environment file (``CLAUDE_ENV_FILE``),
+            which the caller applies only when ``env_file`` is not among the dropped.
 
     Returns:
         The outcome without the unauthorised parts, and the names of the
@@ -566,6 +575,8 @@ def restrict(outcome: HookOutcome, granted: frozenset[str]) -> tuple[HookOutcome
     if outcome.updated_output is not UNSET and "rewrite_output" not in granted:
         dropped.append("rewrite_output")
         changes["updated_output"] = UNSET
+    if wrote_env_file and "env_file" not in granted:
+        dropped.append("env_file")
     if not dropped:
         return outcome, ()
     notes = tuple(

@@ -131,6 +131,8 @@ class Settings(BaseSettings):
     cpus: float = Field(1.0, gt=0)
     pids: int = Field(256, ge=8)
     tmpfs_size: str = "64m"
+    home_cap: str = Field("64m", pattern=r"^[1-9][0-9]*[bkmgBKMG]?$")  # Rust regex: "$" is the very end
+    """Size past which a hook's persistent home (``sandbox.home``) is bound read-only."""
 
     # The daemon's warm pool (``hookcage serve``; in-process runs are always cold).
     pool_size: int = Field(2, ge=0, le=64)

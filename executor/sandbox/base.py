@@ -20,6 +20,7 @@ DEFAULT_OUTPUT_CAP = 1024 * 1024
 """Bytes kept per stream (stdout, stderr); the rest is read and discarded."""
 
 WorkspaceMode = Literal["ro", "rw", "none"]
+HomeMode = Literal["tmp", "persistent"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,9 @@ class SandboxOptions:
     ``backend`` is ``"docker"`` (the default: a fresh hardened container) or
     ``"host"`` (plain subprocess, only for user and managed hooks that ask).
     The other fields are the docker profile's per-hook widenings; ``None``
-    means the executor-wide default.
+    means the executor-wide default. ``home`` is ``"tmp"`` (``HOME=/tmp``,
+    thrown away with the container) or ``"persistent"`` (a writable home kept
+    per project and hook under ``$HOOKCAGE_HOME/homes``; docker only).
     """
 
     backend: Literal["docker", "host"] = "docker"
@@ -40,6 +43,7 @@ class SandboxOptions:
     memory: str | None = None
     cpus: float | None = None
     pids: int | None = None
+    home: HomeMode = "tmp"
 
     def describe(self) -> str:
         """A short human-readable form, e.g. ``docker(ro, network=none)``."""
@@ -54,6 +58,8 @@ class SandboxOptions:
             value = getattr(self, name)
             if value is not None:
                 parts.append(f"{name}={value}")
+        if self.home != "tmp":
+            parts.append(f"home={self.home}")
         return "docker(" + ", ".join(parts) + ")"
 
 
