@@ -121,7 +121,7 @@ def test_edited_script_is_untrusted_until_reviewed_again(project: Project) -> No
     proc = project.dispatch()
     assert proc.returncode == 0 and "not trusted yet" in proc.stdout
     project.run("trust", "--all", "--yes")
-    assert project.dispatch().stderr == "guard-v2\n"
+    assert json.loads(project.dispatch().stdout)["hookSpecificOutput"]["permissionDecisionReason"] == "guard-v2"
 
 
 def test_the_container_runs_the_reviewed_bytes(project: Project, tmp_path: Path) -> None:
