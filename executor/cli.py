@@ -778,19 +778,19 @@ def home_clear(hook_ids: Sequence[str], project: Path | None, clear_all: bool) -
 def demo() -> None:
     """Run a sample agent session against a repository with hostile hooks.
 
-    Builds the runner image first when it is missing (a few minutes, once).
+    Builds the runner image first when it is missing or out of date (a few minutes).
 
     \b
     Example:
         hookcage demo
     """
     from executor.demo import run_demo
-    from executor.images import RUNNER_IMAGE, build_runner_image, image_exists
+    from executor.images import RUNNER_IMAGE, build_runner_image, runner_image_current
     from executor.sandbox.docker import default_client
 
     client = default_client()
-    if not image_exists(client, RUNNER_IMAGE):
-        click.echo(f"{RUNNER_IMAGE} is missing: building it once (a few minutes)...", err=True)
+    if not runner_image_current(client):
+        click.echo(f"{RUNNER_IMAGE} is missing or out of date: building it (a few minutes)...", err=True)
         build_runner_image(client, log=lambda line: click.echo(f"  {line}", err=True))
     if not run_demo(click.echo):
         raise CliExit(1)

@@ -1,8 +1,14 @@
 """Build the default runner image, ``hookcage/runner:<version>``, with or without a registry.
 
-The runner image (``images/runner/Dockerfile``) is Debian bookworm plus sh,
-bash, coreutils, python3, jq, git, ca-certificates, procps and iproute2. It
-is built ``FROM`` one of two bases:
+The runner image (``images/runner/Dockerfile``) is Debian bookworm plus the
+interpreters and tools real hooks run: sh, bash, coreutils, python3, node
+(with npm and npx), jq, git, shellcheck, gawk, file, patch, ca-certificates,
+procps and iproute2 (``RUNNER_PACKAGES``), and uv (with uvx) and ruff, whose
+binaries come from pinned, hash-checked PyPI wheels (``RUNNER_WHEELS``; they
+are not packaged in bookworm). The wheels are fetched on the host side (pip,
+or the folder ``$HOOKCAGE_WHEELHOUSE``) and their binaries extracted into a
+temporary copy of the build context, so the ``docker build`` itself never
+needs a network. The image is built ``FROM`` one of two bases:
 
 - **online**: ``debian:bookworm-slim`` from the engine (pulled only when
   ``offline=False``); the Dockerfile ``apt-get install``s what is missing, so
@@ -13,12 +19,17 @@ is built ``FROM`` one of two bases:
   and the ``docker build`` runs with no network at all. Needs root and
   debootstrap.
 
-``build_runner_image`` is idempotent: an existing runner image is returned as
-is (``rebuild=True`` runs ``docker build`` again, which the layer cache makes
-quick; ``force=True`` also re-creates the base). The base image is reused
-whenever present, so debootstrap runs once per version and machine.
+``build_runner_image`` is idempotent: an existing runner image built from the
+same inputs (its ``hookcage.inputs`` label: a hash of the package list, the
+wheel pins and the Dockerfile and ``slim.sh``) is returned as is; one built
+from other inputs is rebuilt (``rebuild=True`` runs ``docker build`` again
+anyway, which the layer cache makes quick; ``force=True`` also re-creates the
+base). The base image is reused while its ``hookcage.packages`` label matches
+the package list, so debootstrap runs once per package list and machine.
 
-Usable as ``python -m executor.images [--offline|--online] [--rebuild] [--force]``.
+Usable as ``python -m executor.images [--offline|--online] [--rebuild] [--force]``,
+or ``python -m executor.images --prepare DIR`` to write a ready build context
+for a ``docker build`` by hand.
 """
 
 from __future__ import annotations
@@ -26,15 +37,19 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
@@ -46,19 +61,34 @@ from executor.errors import HookcageError, SandboxError, SandboxUnavailable
 from executor.sandbox.docker import BACKEND_ERRORS, DEFAULT_IMAGE, default_client, map_engine_error
 
 __all__ = [
+    "APT_AFTER_DEBOOTSTRAP",
     "BASE_IMAGE",
     "DEFAULT_MIRROR",
+    "INPUTS_LABEL",
     "MIRROR_ENV",
+    "PACKAGES_LABEL",
     "RUNNER_IMAGE",
     "RUNNER_PACKAGES",
+    "RUNNER_WHEELS",
     "SLIM_IMAGE",
+    "WHEELHOUSE_ENV",
     "ImageBuildError",
+    "WheelTool",
+    "base_inputs",
     "build_base_image",
     "build_runner_image",
+    "debootstrap_packages",
+    "engine_machine",
+    "extract_binaries",
+    "fetch_wheels",
     "image_exists",
     "mirror_from_apt_sources",
+    "normalize_machine",
+    "prepare_context",
     "resolve_mirror",
     "runner_context",
+    "runner_image_current",
+    "runner_inputs",
 ]
 
 DEBIAN_SUITE = "bookworm"
@@ -74,13 +104,97 @@ RUNNER_PACKAGES: tuple[str, ...] = (
     "bash",
     "coreutils",
     "python3",
+    "nodejs",
+    "npm",
     "jq",
     "git",
+    "shellcheck",
+    "gawk",
+    "file",
+    "patch",
     "ca-certificates",
     "procps",
     "iproute2",
 )
-"""Debian packages the runner image carries on top of a minimal base."""
+"""Debian packages the runner image carries on top of a minimal base.
+
+grep, sed, findutils and diffutils are Essential (in every base) and mawk
+provides ``awk``; gawk, file and patch are not in ``--variant=minbase``.
+"""
+
+
+@dataclass(frozen=True)
+class WheelTool:
+    """A tool the runner carries as a binary taken from a pinned PyPI wheel.
+
+    Attributes:
+        project: the PyPI project (also the wheel's file-name prefix).
+        version: the pinned version.
+        binaries: the wheel's ``<project>-<version>.data/scripts/`` files to install.
+        sha256: the manylinux wheel's sha256 per machine (``uname -m``); a
+            wheel is used only when its hash is the pinned one.
+    """
+
+    project: str
+    version: str
+    binaries: tuple[str, ...]
+    sha256: Mapping[str, str]
+
+    @property
+    def requirement(self) -> str:
+        """``project==version``."""
+        return f"{self.project}=={self.version}"
+
+    def member(self, binary: str) -> str:
+        """The path of ``binary`` inside the wheel (a zip)."""
+        return f"{self.project}-{self.version}.data/scripts/{binary}"
+
+
+RUNNER_WHEELS: tuple[WheelTool, ...] = (
+    WheelTool(
+        "uv",
+        "0.13.9",
+        ("uv", "uvx"),
+        {
+            "x86_64": "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19",
+            "aarch64": "5435c5ce14a56431208ca0996416d310f1598e8c2c8ba707688985a16bb82dbe",
+        },
+    ),
+    WheelTool(
+        "ruff",
+        "0.17.6",
+        ("ruff",),
+        {
+            "x86_64": "aa3b08254a732acba246891089a152c47c5733dc36b8ecb76ce8602f8326e5e4",
+            "aarch64": "435241c61af5909a022f76219d3d1bf24730dc1bf0acabb5ddf4b569ab3cbb30",
+        },
+    ),
+)
+"""Tools not packaged in Debian bookworm, pinned here and only here (version and wheel hashes).
+
+To move a pin: change the version, then take each machine's hash from
+``pip download --no-deps --only-binary=:all: --platform manylinux2014_<machine>
+PROJECT==VERSION`` (``sha256sum`` of the wheel) or from PyPI's file list.
+"""
+WHEELHOUSE_ENV = "HOOKCAGE_WHEELHOUSE"
+"""A folder holding the pinned wheels: when set, they are taken from there and pip is not run."""
+INPUTS_LABEL = "hookcage.inputs"
+"""Runner image label: :func:`runner_inputs` of the build that made it."""
+PACKAGES_LABEL = "hookcage.packages"
+"""Base image label: :func:`base_inputs` of the debootstrap that made it."""
+TOOLS_DIR = "tools"
+"""Where, in the prepared build context, the wheels' binaries are (COPYed to /usr/local/bin)."""
+APT_AFTER_DEBOOTSTRAP: tuple[str, ...] = ("npm",)
+"""Packages of RUNNER_PACKAGES that debootstrap cannot install: apt-get installs them in the chroot after.
+
+debootstrap's resolver does not follow virtual packages, and npm's
+dependencies name some (node-has, node-cssesc, node-postcss-selector-parser,
+...), so dpkg would leave it unconfigured.
+"""
+_CONTEXT_FILES = ("Dockerfile", "slim.sh")
+"""The build context's files whose bytes decide the image (README.md does not)."""
+_PIP_TIMEOUT = 900  # seconds for the whole pip download
+_MACHINES = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64", "armv8": "aarch64"}
 
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 _IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -144,14 +258,21 @@ def _api(client: Any) -> Any:
     return getattr(client, "api", client)
 
 
-def _image_id(client: Any, tag: str) -> str | None:
-    """The id (``sha256:...``) of the local image ``tag``, or None when absent."""
+def _image_labels(client: Any, tag: str) -> tuple[str, dict[str, str]] | None:
+    """The id (``sha256:...``) and labels of the local image ``tag``, or None when absent."""
     with _engine_errors(f"inspecting image {tag}"):
         try:
             info = _api(client).inspect_image(tag)
         except docker.errors.NotFound:
             return None
-    return str(info["Id"])
+    labels = (info.get("Config") or {}).get("Labels") or {}
+    return str(info["Id"]), {str(k): str(v) for k, v in labels.items()}
+
+
+def _image_id(client: Any, tag: str) -> str | None:
+    """The id (``sha256:...``) of the local image ``tag``, or None when absent."""
+    found = _image_labels(client, tag)
+    return None if found is None else found[0]
 
 
 def image_exists(client: Client, tag: str) -> bool:
@@ -268,6 +389,329 @@ def resolve_mirror(
     return (chosen or DEFAULT_MIRROR).rstrip("/")
 
 
+# --------------------------------------------------------------------------- inputs
+
+
+def _digest(data: object) -> str:
+    """``sha256:`` of the canonical JSON of ``data``."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def base_inputs(packages: Sequence[str] = RUNNER_PACKAGES) -> str:
+    """What the debootstrapped base is made of: the suite and the package list, hashed.
+
+    BASE_IMAGE carries it as its ``hookcage.packages`` label; a base with
+    another value (or none) lacks packages and is made again.
+    """
+    return _digest({"suite": DEBIAN_SUITE, "packages": sorted(packages)})
+
+
+def runner_inputs(
+    context: Path,
+    *,
+    packages: Sequence[str] = RUNNER_PACKAGES,
+    wheels: Sequence[WheelTool] = RUNNER_WHEELS,
+) -> str:
+    """Everything the runner image is built from, hashed.
+
+    The version, the package list, every wheel pin (all machines) and the
+    bytes of the context's ``Dockerfile`` and ``slim.sh``. RUNNER_IMAGE carries
+    it as its ``hookcage.inputs`` label; an image with another value (or
+    none) is rebuilt.
+
+    Raises:
+        ImageBuildError: a context file is unreadable.
+    """
+    files: dict[str, str] = {}
+    for name in _CONTEXT_FILES:
+        try:
+            files[name] = hashlib.sha256((context / name).read_bytes()).hexdigest()
+        except OSError as exc:
+            raise ImageBuildError(
+                f"cannot read {context / name} of the runner build context: {_one_line(exc)}"
+            ) from exc
+    return _digest(
+        {
+            "version": __version__,
+            "base": base_inputs(packages),
+            "wheels": [
+                [tool.project, tool.version, list(tool.binaries), dict(tool.sha256)]
+                for tool in wheels
+            ],
+            "files": files,
+        }
+    )
+
+
+# --------------------------------------------------------------------------- wheels
+
+
+def normalize_machine(name: str) -> str:
+    """``uname -m`` spelling of a machine name (Docker and Go say ``amd64``/``arm64``)."""
+    lowered = name.strip().lower()
+    return _MACHINES.get(lowered, lowered)
+
+
+def engine_machine(client: Client) -> str:
+    """The engine's machine (``x86_64``, ``aarch64``): which wheels the image needs.
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        ImageBuildError: the engine answered with an error.
+    """
+    with _engine_errors("asking the engine for its architecture"):
+        info = _api(client).info()
+    return normalize_machine(str(info.get("Architecture") or platform.machine()))
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _pinned(tool: WheelTool, machine: str) -> str:
+    """The pinned wheel hash of ``tool`` for ``machine``.
+
+    Raises:
+        ImageBuildError: no wheel is pinned for that machine.
+    """
+    pinned = tool.sha256.get(machine)
+    if pinned is None:
+        raise ImageBuildError(
+            f"no {tool.project} {tool.version} wheel is pinned for the engine's architecture "
+            f"{machine} (pinned: {', '.join(sorted(tool.sha256))}): add its sha256 to "
+            "RUNNER_WHEELS in executor/images.py"
+        )
+    return pinned
+
+
+def _wheel_in(folder: Path, tool: WheelTool, machine: str) -> Path | None:
+    """The wheel of ``tool`` in ``folder`` whose sha256 is the pinned one for ``machine``."""
+    pinned = _pinned(tool, machine)
+    prefix = f"{tool.project}-{tool.version}-".lower()
+    with contextlib.suppress(OSError):
+        for path in sorted(folder.iterdir()):
+            if path.name.lower().startswith(prefix) and path.name.endswith(".whl"):
+                with contextlib.suppress(OSError):
+                    if path.is_file() and _file_sha256(path) == pinned:
+                        return path
+    return None
+
+
+def _pip_hint(tools: Sequence[WheelTool], machine: str, folder: str = "DIR") -> str:
+    """The pip command that fills a wheelhouse with the pinned wheels."""
+    return (
+        f"pip download --no-deps --only-binary=:all: --platform manylinux2014_{machine} "
+        f"-d {folder} " + " ".join(tool.requirement for tool in tools)
+    )
+
+
+def _pip_error(stderr: str) -> str:
+    """The line of pip's output that says what went wrong."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return (errors or lines or ["no output"])[-1]
+
+
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def fetch_wheels(
+    dest: Path,
+    machine: str,
+    *,
+    tools: Sequence[WheelTool] = RUNNER_WHEELS,
+    environ: Mapping[str, str] | None = None,
+    run: Runner = subprocess.run,
+    log: Log = _log_stderr,
+) -> dict[str, Path]:
+    """The pinned wheels of ``tools`` for ``machine``, hash-checked.
+
+    From the folder ``$HOOKCAGE_WHEELHOUSE`` when it is set (pip is not run:
+    an air-gapped site provides the wheels there), else downloaded into
+    ``dest`` by ``python -m pip download`` in hash-checking mode (pip's own
+    configuration, such as an index or find-links, applies).
+
+    Args:
+        dest: where pip downloads to (a temporary folder).
+        machine: the engine's machine (``x86_64``, ``aarch64``).
+        tools: the wheels to get.
+        environ: the environment to read ``HOOKCAGE_WHEELHOUSE`` from (default ``os.environ``).
+        run: ``subprocess.run`` (tests pass a fake).
+        log: where progress lines go.
+
+    Returns:
+        Each tool's project name -> its verified wheel.
+
+    Raises:
+        ImageBuildError: a wheel is missing, could not be downloaded, or its
+            hash is not the pinned one; the one-line message says how to fix it.
+    """
+    env = os.environ if environ is None else environ
+    hashes = {tool.project: _pinned(tool, machine) for tool in tools}
+    names = ", ".join(f"{tool.project} {tool.version}" for tool in tools)
+    house = env.get(WHEELHOUSE_ENV)
+    found: dict[str, Path] = {}
+    if house:
+        folder = Path(house).expanduser()
+        if not folder.is_dir():
+            raise ImageBuildError(
+                f"{WHEELHOUSE_ENV}={house} is not a folder: point it at a folder holding the "
+                f"pinned wheels ({_pip_hint(tools, machine)}), or unset it to download them with pip"
+            )
+        log(f"taking the {names} wheels ({machine}) from {WHEELHOUSE_ENV}={folder}")
+        for tool in tools:
+            wheel = _wheel_in(folder, tool, machine)
+            if wheel is None:
+                raise ImageBuildError(
+                    f"{WHEELHOUSE_ENV}={folder} holds no {tool.project} {tool.version} wheel for "
+                    f"{machine} with the pinned sha256 {hashes[tool.project][:12]}...: add it with "
+                    f"`{_pip_hint([tool], machine, str(folder))}`"
+                )
+            found[tool.project] = wheel
+        return found
+    dest.mkdir(parents=True, exist_ok=True)
+    requirements = dest / "requirements.txt"
+    requirements.write_text(
+        "".join(f"{tool.requirement} --hash=sha256:{hashes[tool.project]}\n" for tool in tools)
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--platform",
+        f"manylinux2014_{machine}",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar=off",
+        "-d",
+        str(dest),
+        "-r",
+        str(requirements),
+    ]
+    log(f"downloading the {names} wheels ({machine}) with pip")
+    fix = (
+        f"check pip's access to PyPI (or its index settings), or set {WHEELHOUSE_ENV} to a "
+        f"folder holding the wheels ({_pip_hint(tools, machine)})"
+    )
+    try:
+        done = run(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=_PIP_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ImageBuildError(
+            f"downloading the {names} wheels failed ({_one_line(exc)}); {fix}"
+        ) from exc
+    if done.returncode != 0:
+        raise ImageBuildError(
+            f"downloading the {names} wheels failed: {_one_line(_pip_error(done.stderr or ''))}; {fix}"
+        )
+    for tool in tools:
+        wheel = _wheel_in(dest, tool, machine)
+        if wheel is None:
+            raise ImageBuildError(
+                f"pip did not leave a {tool.project} {tool.version} wheel for {machine} with the "
+                f"pinned sha256 in {dest}; {fix}"
+            )
+        found[tool.project] = wheel
+    return found
+
+
+def extract_binaries(wheel: Path, tool: WheelTool, dest: Path) -> list[Path]:
+    """Write ``tool``'s binaries out of ``wheel`` (a zip) into ``dest``, mode 0755.
+
+    Returns:
+        The files written, in ``tool.binaries`` order.
+
+    Raises:
+        ImageBuildError: the wheel is not a zip, or lacks a binary, or holds
+            something else than a Linux executable there.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for binary in tool.binaries:
+                member = tool.member(binary)
+                try:
+                    info = archive.getinfo(member)
+                except KeyError:
+                    raise ImageBuildError(
+                        f"{wheel.name} has no {member}: is it a {tool.project} {tool.version} wheel?"
+                    ) from None
+                target = dest / binary
+                with archive.open(info) as source, target.open("wb") as out:
+                    head = source.read(4)
+                    if head != b"\x7fELF":
+                        raise ImageBuildError(
+                            f"{member} in {wheel.name} is not a Linux executable (ELF)"
+                        )
+                    out.write(head)
+                    shutil.copyfileobj(source, out, 1 << 20)
+                target.chmod(0o755)
+                written.append(target)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ImageBuildError(
+            f"cannot extract {tool.project} from {wheel}: {_one_line(exc)}"
+        ) from exc
+    return written
+
+
+def prepare_context(
+    source: Path,
+    dest: Path,
+    machine: str,
+    *,
+    tools: Sequence[WheelTool] = RUNNER_WHEELS,
+    environ: Mapping[str, str] | None = None,
+    run: Runner = subprocess.run,
+    log: Log = _log_stderr,
+) -> Path:
+    """Copy the build context ``source`` to ``dest`` and add the wheels' binaries under ``tools/``.
+
+    ``source`` (a checkout's ``images/runner`` or the wheel's copy) is only
+    read. The wheels are fetched (see :func:`fetch_wheels`) into a temporary
+    folder that is deleted after.
+
+    Returns:
+        ``dest``, ready for ``docker build`` with no network.
+
+    Raises:
+        ImageBuildError: the context cannot be copied, or a wheel cannot be had.
+    """
+    try:
+        shutil.copytree(
+            source, dest, ignore=shutil.ignore_patterns(TOOLS_DIR, "__pycache__", "*.pyc")
+        )
+    except (OSError, shutil.Error) as exc:
+        raise ImageBuildError(
+            f"cannot copy the build context {source} to {dest}: {_one_line(exc)}"
+        ) from exc
+    with tempfile.TemporaryDirectory(prefix="hookcage-wheels-") as downloads:
+        wheels = fetch_wheels(
+            Path(downloads), machine, tools=tools, environ=environ, run=run, log=log
+        )
+        installed: list[str] = []
+        for tool in tools:
+            for path in extract_binaries(wheels[tool.project], tool, dest / TOOLS_DIR):
+                installed.append(path.name)
+    log(f"verified the wheels' sha256 and extracted {', '.join(installed)}")
+    return dest
+
+
 # --------------------------------------------------------------------------- offline base
 
 
@@ -372,6 +816,11 @@ class _DebootstrapLog:
         self._phase, self._count = None, 0
 
 
+def debootstrap_packages(packages: Sequence[str] = RUNNER_PACKAGES) -> list[str]:
+    """The packages handed to ``debootstrap --include``: all but APT_AFTER_DEBOOTSTRAP."""
+    return [name for name in packages if name not in APT_AFTER_DEBOOTSTRAP]
+
+
 def _run_debootstrap(debootstrap: str, rootfs: Path, mirror: str, log: Log) -> None:
     """Run debootstrap into ``rootfs``, logging a summary.
 
@@ -382,7 +831,7 @@ def _run_debootstrap(debootstrap: str, rootfs: Path, mirror: str, log: Log) -> N
         debootstrap,
         "--variant=minbase",
         "--components=main",
-        f"--include={','.join(RUNNER_PACKAGES)}",
+        f"--include={','.join(debootstrap_packages())}",
         f"--keyring={DEBIAN_KEYRING}",
         DEBIAN_SUITE,
         str(rootfs),
@@ -426,6 +875,86 @@ def _run_debootstrap(debootstrap: str, rootfs: Path, mirror: str, log: Log) -> N
             f"debootstrap {DEBIAN_SUITE} from {mirror} failed (exit {code}): {reason}; "
             f"check the mirror (set {MIRROR_ENV}) and that {rootfs.parent} allows exec and device files"
         )
+
+
+_PROXY_VARIABLES = (
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+)
+
+
+@contextlib.contextmanager
+def _mirror_visible_in(rootfs: Path, mirror: str) -> Iterator[None]:
+    """Make a ``file:`` mirror readable at its own path inside ``rootfs`` (a read-only bind mount).
+
+    Raises:
+        ImageBuildError: the bind mount failed.
+    """
+    if not mirror.startswith("file:"):
+        yield
+        return
+    source = Path("/" + mirror.removeprefix("file:").lstrip("/"))
+    target = rootfs / str(source).lstrip("/")
+    target.mkdir(parents=True, exist_ok=True)
+    for cmd in (
+        ["mount", "--bind", str(source), str(target)],
+        ["mount", "-o", "remount,bind,ro", str(target)],
+    ):
+        done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=False)
+        if done.returncode != 0:
+            subprocess.run(["umount", "--lazy", str(target)], capture_output=True, check=False)
+            raise ImageBuildError(
+                f"cannot show the mirror {source} inside the chroot ({' '.join(cmd[:2])} failed: "
+                f"{_one_line(done.stderr)})"
+            )
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "--lazy", str(target)], capture_output=True, check=False)
+
+
+def _apt_in_chroot(rootfs: Path, packages: Sequence[str], mirror: str, log: Log) -> None:
+    """``apt-get install`` what debootstrap could not (APT_AFTER_DEBOOTSTRAP) in ``rootfs``.
+
+    Uses the ``sources.list`` debootstrap wrote (the same mirror) and apt's own
+    signature checks (the base has debian-archive-keyring).
+
+    Raises:
+        ImageBuildError: apt-get failed (its last error is in the message).
+    """
+    if not packages:
+        return
+    env = {"PATH": _IMAGE_PATH, "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
+    env.update({k: v for k, v in os.environ.items() if k in _PROXY_VARIABLES})
+    script = (
+        "set -e; apt-get update -q --error-on=any; "
+        'apt-get install -y -q --no-install-recommends "$@"; apt-get clean'
+    )
+    log(f"apt-get install {' '.join(packages)} in the chroot (debootstrap cannot resolve them)")
+    with _mirror_visible_in(rootfs, mirror):
+        done = subprocess.run(
+            ["chroot", str(rootfs), "/bin/sh", "-c", script, "sh", *packages],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            env=env,
+            check=False,
+        )
+    lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines()]
+    if done.returncode != 0:
+        errors = [line for line in lines if line.startswith("E:")] or [x for x in lines if x]
+        raise ImageBuildError(
+            f"apt-get install {' '.join(packages)} in the debootstrap tree failed "
+            f"(exit {done.returncode}): {errors[-1] if errors else 'no output'}; "
+            f"check the mirror {mirror} (set {MIRROR_ENV})"
+        )
+    summary = next((line for line in lines if "newly installed" in line), "")
+    log(f"apt-get: {summary or 'done'}")
 
 
 def _slim_rootfs(rootfs: Path, context: Path, log: Log) -> None:
@@ -475,6 +1004,7 @@ def _import_rootfs(client: Any, rootfs: Path, log: Log) -> str:
         "ENV LANG=C.UTF-8",
         'CMD ["bash"]',
         f"LABEL hookcage.image=base hookcage.version={__version__} "
+        f"{PACKAGES_LABEL}={base_inputs()} "
         f'org.opencontainers.image.title="hookcage base ({DEBIAN_SUITE}, debootstrap minbase)"',
     ]
     log(f"importing the root filesystem as {BASE_IMAGE}")
@@ -561,12 +1091,16 @@ def build_base_image(
     context: Path | None = None,
     log: Log = _log_stderr,
 ) -> str:
-    """Make BASE_IMAGE offline (debootstrap, slim, import), or reuse it when present.
+    """Make BASE_IMAGE offline (debootstrap, slim, import), or reuse it when it is current.
+
+    A present BASE_IMAGE is reused when its ``hookcage.packages`` label is
+    :func:`base_inputs` (it holds every package of RUNNER_PACKAGES); one made
+    for another package list is made again (and replaced under the same tag).
 
     Args:
         client: a connected docker-py client.
         mirror: the Debian mirror; default :func:`resolve_mirror`.
-        force: debootstrap again even when BASE_IMAGE exists.
+        force: debootstrap again even when a current BASE_IMAGE exists.
         context: the runner build context holding ``slim.sh``; default :func:`runner_context`.
         log: where progress lines go.
 
@@ -578,16 +1112,25 @@ def build_base_image(
         SandboxUnavailable: the engine cannot be reached.
     """
     if not force:
-        existing = _image_id(client, BASE_IMAGE)
-        if existing is not None:
-            log(f"reusing {BASE_IMAGE} ({existing[:19]})")
-            return existing
+        found = _image_labels(client, BASE_IMAGE)
+        if found is not None:
+            existing, labels = found
+            if labels.get(PACKAGES_LABEL) == base_inputs():
+                log(f"reusing {BASE_IMAGE} ({existing[:19]})")
+                return existing
+            log(
+                f"{BASE_IMAGE} ({existing[:19]}) was made for another package list: "
+                "making it again with debootstrap"
+            )
     debootstrap = _require_debootstrap()
     context = context or runner_context()
     mirror_url = resolve_mirror(mirror)
     rootfs = Path(tempfile.mkdtemp(prefix="hookcage-rootfs-"))
     try:
         _run_debootstrap(debootstrap, rootfs, mirror_url, log)
+        _apt_in_chroot(
+            rootfs, [p for p in RUNNER_PACKAGES if p in APT_AFTER_DEBOOTSTRAP], mirror_url, log
+        )
         _slim_rootfs(rootfs, context, log)
         return _import_rootfs(client, rootfs, log)
     finally:
@@ -624,9 +1167,10 @@ def _docker_build(
     offline: bool,
     nocache: bool,
     mirror: str | None,
+    inputs: str,
     log: Log,
 ) -> str:
-    """``docker build`` the runner context FROM ``base`` and tag RUNNER_IMAGE.
+    """``docker build`` the runner context FROM ``base``, label it with ``inputs``, tag RUNNER_IMAGE.
 
     Raises:
         ImageBuildError: a build step failed (the last lines of output are logged).
@@ -650,6 +1194,7 @@ def _docker_build(
             decode=True,
             timeout=_BUILD_TIMEOUT,
             network_mode="none" if offline else None,
+            labels={INPUTS_LABEL: inputs},
         )
         for chunk in stream:
             if "error" in chunk:
@@ -692,6 +1237,23 @@ def _remove_superseded(
             log(f"removed the superseded image {image_id[:19]}")
 
 
+def runner_image_current(client: Client, context: Path | None = None) -> bool:
+    """Whether RUNNER_IMAGE is present and was built from the current inputs.
+
+    One inspect call (never builds, never pulls): callers that build only
+    when needed (``hookcage demo``, the test fixtures) ask this, and then
+    :func:`build_runner_image`, which rebuilds a stale image.
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        ImageBuildError: the engine answered with an error, or the build context is missing.
+    """
+    found = _image_labels(client, RUNNER_IMAGE)
+    if found is None:
+        return False
+    return found[1].get(INPUTS_LABEL) == runner_inputs(context or runner_context())
+
+
 def build_runner_image(
     client: Client | None = None,
     *,
@@ -702,26 +1264,32 @@ def build_runner_image(
     rebuild: bool = False,
     context: Path | None = None,
 ) -> str:
-    """Make sure RUNNER_IMAGE exists, building it if needed, and return its id.
+    """Make sure a current RUNNER_IMAGE exists, building it if needed, and return its id.
 
-    Idempotent: when RUNNER_IMAGE exists and neither ``rebuild`` nor ``force``
-    is set, its id is returned at once (one inspect call, nothing built).
+    Idempotent: when RUNNER_IMAGE exists with the current inputs (its
+    ``hookcage.inputs`` label is :func:`runner_inputs`) and neither
+    ``rebuild`` nor ``force`` is set, its id is returned at once (one
+    inspect call, nothing built). An image built from other inputs (another
+    package list, wheel pin, Dockerfile or ``slim.sh``; or by hand, with no
+    label) is rebuilt, and so is the offline base when its package list is
+    not the current one.
 
     Args:
         client: a docker-py client; default one from the environment (closed after).
         offline: True builds FROM a debootstrapped BASE_IMAGE (reused when
-            present); False builds FROM SLIM_IMAGE, pulling it when absent;
+            current); False builds FROM SLIM_IMAGE, pulling it when absent;
             None (default) uses SLIM_IMAGE when the engine already has it,
             else the offline path. Never pulls unless False.
         log: where progress lines go (default: stderr).
         mirror: the Debian mirror (default :func:`resolve_mirror`).
         force: rebuild everything: debootstrap a new base (offline) and build
             the runner without the layer cache.
-        rebuild: run ``docker build`` again even if RUNNER_IMAGE exists,
+        rebuild: run ``docker build`` again even if RUNNER_IMAGE is current,
             reusing the base and the layer cache (quick, and the same id,
-            when nothing changed). With ``force`` or ``rebuild``, the images
-            replaced are removed when no container uses them.
-        context: the build context (default :func:`runner_context`).
+            when nothing changed). Whenever an image is built, the images
+            it replaced are removed when no container uses them.
+        context: the build context (default :func:`runner_context`); only
+            read: the build runs on a temporary copy with the wheels' binaries.
 
     Returns:
         The runner image's id (``sha256:...``).
@@ -734,13 +1302,19 @@ def build_runner_image(
     engine: Any = _connect() if client is None else client
     started = time.monotonic()
     try:
-        if not (force or rebuild):
-            existing = _image_id(engine, RUNNER_IMAGE)
-            if existing is not None:
+        context = context or runner_context()
+        inputs = runner_inputs(context)
+        found = _image_labels(engine, RUNNER_IMAGE)
+        if found is not None and not (force or rebuild):
+            existing, labels = found
+            if labels.get(INPUTS_LABEL) == inputs:
                 log(f"{RUNNER_IMAGE} is present ({existing[:19]}); nothing to build")
                 return existing
-        context = context or runner_context()
-        previous = [_image_id(engine, RUNNER_IMAGE)]
+            log(
+                f"{RUNNER_IMAGE} ({existing[:19]}) was built from other inputs "
+                "(package list, tool pins or Dockerfile): building it again"
+            )
+        previous: list[str | None] = [None if found is None else found[0]]
         use_offline = offline
         if use_offline is None:
             use_offline = not image_exists(engine, SLIM_IMAGE)
@@ -749,26 +1323,32 @@ def build_runner_image(
                 if use_offline
                 else f"building from the local {SLIM_IMAGE}"
             )
-        if use_offline:
-            if force:
+        machine = engine_machine(engine)
+        with tempfile.TemporaryDirectory(prefix="hookcage-context-") as scratch:
+            # The wheels first: a missing one fails in seconds, before any debootstrap.
+            build_context = prepare_context(context, Path(scratch) / "runner", machine, log=log)
+            if use_offline:
                 previous.append(_image_id(engine, BASE_IMAGE))
-            base_id = build_base_image(engine, mirror=mirror, force=force, context=context, log=log)
-            base = BASE_IMAGE
-            explicit_mirror = None  # nothing is installed during the build: no network
-        else:
-            if not image_exists(engine, SLIM_IMAGE):
-                _pull_slim(engine, log)
-            base, base_id = SLIM_IMAGE, None
-            explicit_mirror = mirror or os.environ.get(MIRROR_ENV)
-        image_id = _docker_build(
-            engine,
-            context,
-            base,
-            offline=use_offline,
-            nocache=force,
-            mirror=explicit_mirror,
-            log=log,
-        )
+                base_id = build_base_image(
+                    engine, mirror=mirror, force=force, context=context, log=log
+                )
+                base = BASE_IMAGE
+                explicit_mirror = None  # nothing is installed during the build: no network
+            else:
+                if not image_exists(engine, SLIM_IMAGE):
+                    _pull_slim(engine, log)
+                base, base_id = SLIM_IMAGE, None
+                explicit_mirror = mirror or os.environ.get(MIRROR_ENV)
+            image_id = _docker_build(
+                engine,
+                build_context,
+                base,
+                offline=use_offline,
+                nocache=force,
+                mirror=explicit_mirror,
+                inputs=inputs,
+                log=log,
+            )
         _remove_superseded(engine, previous, keep={image_id, base_id}, log=log)
         with _engine_errors(f"inspecting {RUNNER_IMAGE}"):
             size = int(_api(engine).inspect_image(image_id).get("Size", 0))
@@ -814,7 +1394,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--force", action="store_true", help="rebuild the base and the runner from scratch"
     )
+    parser.add_argument(
+        "--prepare",
+        metavar="DIR",
+        type=Path,
+        help="only write a ready build context (with the wheels' binaries) to DIR, for a "
+        "docker build by hand; needs no engine",
+    )
+    parser.add_argument(
+        "--machine",
+        help="with --prepare: the engine's machine (default this one's, "
+        f"{normalize_machine(platform.machine())})",
+    )
     args = parser.parse_args(argv)
+    if args.prepare is not None:
+        return _prepare_main(args.prepare, args.machine)
     try:
         image_id = build_runner_image(
             offline=args.offline, mirror=args.mirror, force=args.force, rebuild=args.rebuild
@@ -823,6 +1417,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hookcage: error: {exc}", file=sys.stderr)
         return 1
     print(image_id)
+    return 0
+
+
+def _prepare_main(dest: Path, machine: str | None) -> int:
+    """``--prepare DIR``: write the build context and print the build command."""
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        print(
+            f"hookcage: error: {dest} exists and is not an empty folder: give a new one",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        if dest.exists():
+            dest.rmdir()
+        prepare_context(runner_context(), dest, normalize_machine(machine or platform.machine()))
+    except (HookcageError, OSError) as exc:
+        shutil.rmtree(dest, ignore_errors=True)  # ours: it was absent or empty
+        print(f"hookcage: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    packages = " ".join(RUNNER_PACKAGES)
+    print(
+        f"docker build --build-arg BASE={SLIM_IMAGE} --build-arg VERSION={__version__} "
+        f"--build-arg PACKAGES='{packages}' "
+        f"--label {INPUTS_LABEL}={runner_inputs(dest)} -t {RUNNER_IMAGE} {dest}"
+    )
     return 0
 
 

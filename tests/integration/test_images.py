@@ -1,20 +1,30 @@
 """The runner image and its builder (executor.images), against the real engine.
 
 These tests never run debootstrap and never pull: they need the runner image
-to exist already (build it once with ``python -m executor.images``, about a
-minute and a half offline) and skip otherwise. ``build_runner_image`` is
-idempotent by design: with the image present it returns the existing id after
-one inspect call, and ``rebuild=True`` re-runs ``docker build`` on the cached
-layers of the existing base, so both are asserted here in seconds.
+to exist already (build it once with ``python -m executor.images``, a few
+minutes offline) and skip otherwise. ``build_runner_image`` is idempotent by
+design: with a current image present (its inputs label matches) it returns
+the existing id after one inspect call, and ``rebuild=True`` re-runs ``docker
+build`` on the cached layers of the existing base, so both are asserted here
+in seconds (the rebuild fetches the pinned wheels with pip, or takes them
+from ``$HOOKCAGE_WHEELHOUSE``).
 
-Every container is labelled ``hookcage.managed=true`` plus a per-session
-``hookcage.test`` label, and a fixture removes whatever carries that label at
-the end, even when ``containers.run(remove=True)`` could not (failed start,
-exception while waiting).
+The interpreters and tools real hooks run (node, npm, npx, uv, ruff,
+shellcheck, python3, ...) are run through ``DockerSandbox`` with the real run
+profile: uid 65534, read-only root, noexec tmpfs ``/tmp`` as ``HOME``, no
+network, a read-only workspace.
+
+Every container is labelled ``hookcage.managed=true`` plus a per-module
+``hookcage.test`` label and the session's ``hookcage.test-session`` (so that
+another test session on the same engine leaves it alone), and a fixture
+removes whatever carries the module's label at the end, even when
+``containers.run(remove=True)`` could not (failed start, exception while
+waiting).
 """
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,16 +40,25 @@ from executor.errors import HookcageError, SandboxError, SandboxUnavailable
 from executor.images import (
     BASE_IMAGE,
     DEFAULT_MIRROR,
+    INPUTS_LABEL,
+    PACKAGES_LABEL,
     RUNNER_IMAGE,
+    RUNNER_WHEELS,
     ImageBuildError,
+    base_inputs,
     build_runner_image,
     image_exists,
     mirror_from_apt_sources,
     resolve_mirror,
+    runner_context,
+    runner_inputs,
 )
+from executor.sandbox.base import RunRequest
+from executor.sandbox.docker import DockerSandbox
 
 TEST_LABEL = "hookcage.test"
 RUN_ID = f"test-images-{uuid.uuid4().hex[:8]}"
+SESSION_LABELS = {"hookcage.test-session": os.environ.get("HOOKCAGE_TEST_SESSION", RUN_ID)}
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -67,6 +86,39 @@ def runner(client: Any) -> str:
     return str(client.images.get(RUNNER_IMAGE).id)
 
 
+@pytest.fixture(scope="module")
+def current_runner(client: Any, runner: str) -> str:
+    """The runner image's id when it was built from this checkout's inputs; skips otherwise."""
+    labels = client.images.get(RUNNER_IMAGE).labels or {}
+    if labels.get(INPUTS_LABEL) != runner_inputs(runner_context()):
+        pytest.skip(f"{RUNNER_IMAGE} is out of date: run `hookcage image build` first")
+    return runner
+
+
+@pytest.fixture(scope="module")
+def sandbox(docker_api: Any, current_runner: str) -> Iterator[DockerSandbox]:
+    """The docker backend with its real run profile, as nobody (as when hookcage runs as root)."""
+    with DockerSandbox(
+        client=docker_api, image=RUNNER_IMAGE, user="65534:65534", reap_on_start=False
+    ) as backend:
+        yield backend
+
+
+def run_hook(sandbox: DockerSandbox, workspace: Path, command: str) -> tuple[int | None, str, str]:
+    """Run ``command`` as a hook of ``workspace`` would run; return (exit code, stdout, stderr)."""
+    result = sandbox.run(
+        RunRequest(
+            command=command,
+            cwd=str(workspace),
+            env={"CLAUDE_PROJECT_DIR": str(workspace)},
+            timeout=60,
+            project_dir=str(workspace),
+            labels={TEST_LABEL: RUN_ID, **SESSION_LABELS},
+        )
+    )
+    return result.exit_code, result.stdout.decode(), result.stderr.decode()
+
+
 def run_in_runner(client: Any, script: str, **overrides: Any) -> str:
     """Run ``sh -c script`` in the runner the way the sandbox does; return its output."""
     options: dict[str, Any] = {
@@ -74,7 +126,8 @@ def run_in_runner(client: Any, script: str, **overrides: Any) -> str:
         "user": "65534:65534",
         "read_only": True,
         "network_disabled": True,
-        "labels": {"hookcage.managed": "true", TEST_LABEL: RUN_ID},
+        # The session label keeps other test sessions' sweeps (same engine) off this container.
+        "labels": {"hookcage.managed": "true", TEST_LABEL: RUN_ID, **SESSION_LABELS},
         "tmpfs": {"/tmp": ""},
         "environment": {"HOME": "/tmp"},
         "stdout": True,
@@ -120,6 +173,119 @@ def test_tool_works_as_nobody_on_a_read_only_root(
     assert run_in_runner(client, script).strip() == expected, name
 
 
+# --------------------------------------------------------------------------- the hook tools
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    ("name", "command", "expected"),
+    [
+        ("node", "node -e 'console.log(1+1, process.getuid())'", "2 65534"),
+        ("npm", "npm --version", "9."),
+        ("npx", "npx --version", "9."),
+        ("npm cache in /tmp", "npm config get cache", "/tmp/.npm"),
+        ("uv", "uv --version", "uv "),
+        ("uvx", "uvx --version", "uvx "),
+        ("ruff", "ruff check --help | head -1", "Run Ruff on the given files or directories"),
+        ("shellcheck", "shellcheck --version | sed -n 's/^version: //p'", "0."),
+        (
+            "python3",
+            "python3 -c 'import os, sys; print(sys.version_info[0], os.getuid())'",
+            "3 65534",
+        ),
+        (
+            "gawk file patch diff",
+            "gawk 'BEGIN{print 6*7}'; file -b README.md; patch --version"
+            " | head -1; diff -q README.md README.md && echo same",
+            "42\nASCII text\nGNU patch",
+        ),
+        (
+            "root read-only",
+            "touch /usr/local/bin/x 2>/dev/null && echo wrote || echo refused",
+            "refused",
+        ),
+    ],
+)
+def test_hook_tool_runs_as_nobody_in_the_run_profile(
+    sandbox: DockerSandbox, workspace: Path, name: str, command: str, expected: str
+) -> None:
+    code, out, err = run_hook(sandbox, workspace, command)
+    assert code == 0, f"{name}: exit {code}: {err}"
+    assert out.strip().startswith(expected), f"{name}: {out!r} {err!r}"
+
+
+@pytest.mark.docker
+def test_tool_versions_are_the_pinned_ones(sandbox: DockerSandbox, workspace: Path) -> None:
+    code, out, err = run_hook(sandbox, workspace, "uv --version; ruff --version")
+    assert code == 0, err
+    pins = {tool.project: tool.version for tool in RUNNER_WHEELS}
+    assert out.split()[:2] == ["uv", pins["uv"]]
+    assert f"ruff {pins['ruff']}" in out
+
+
+@pytest.mark.docker
+def test_ruff_checks_a_read_only_workspace(sandbox: DockerSandbox, workspace: Path) -> None:
+    # Its default cache (.ruff_cache in the project) is not writable: the image points it at /tmp.
+    (workspace / "src" / "bad.py").write_text("import os\nprint( 'x' )\n")
+    (workspace / "src" / "bad.py").chmod(0o644)
+    code, out, err = run_hook(sandbox, workspace, "ruff check --no-fix src/bad.py")
+    assert code == 1, err
+    assert "F401" in out and "error" not in err.lower()
+    code, out, err = run_hook(sandbox, workspace, "ruff format --check src/main.py")
+    assert code == 1, out + err  # the fixture's print('hi'): ruff would use double quotes
+    assert "would be reformatted" in out and "error" not in err.lower()
+
+
+@pytest.mark.docker
+def test_shellcheck_reports_a_finding(sandbox: DockerSandbox, workspace: Path) -> None:
+    (workspace / "hook.sh").write_text("#!/bin/sh\necho $1\n")
+    (workspace / "hook.sh").chmod(0o644)
+    code, out, _ = run_hook(sandbox, workspace, "shellcheck -f gcc hook.sh")
+    assert code == 1
+    assert "SC2086" in out
+
+
+@pytest.mark.docker
+def test_uv_runs_an_inline_script_with_the_image_python(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    (workspace / "hook.py").write_text(
+        '# /// script\n# requires-python = ">=3.11"\n# dependencies = []\n# ///\n'
+        "import sys\nprint('uv-script', sys.version_info[0])\n"
+    )
+    (workspace / "hook.py").chmod(0o644)
+    code, out, err = run_hook(sandbox, workspace, "uv run --script hook.py")
+    assert code == 0, err
+    assert out.strip() == "uv-script 3"
+
+
+@pytest.mark.docker
+def test_fetching_without_a_network_fails_fast(sandbox: DockerSandbox, workspace: Path) -> None:
+    # No network: npx and uv must fail well inside a hook's timeout, not retry for a minute.
+    started = time.monotonic()
+    code, _, err = run_hook(sandbox, workspace, "npx --yes hookcage-no-such-package-x")
+    assert code != 0, err
+    assert any(reason in err for reason in ("EAI_AGAIN", "ENOTFOUND", "ENETUNREACH")), err
+    code, _, err = run_hook(sandbox, workspace, "uvx hookcage-no-such-package-x")
+    assert code != 0, err
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.docker
+def test_image_environment_for_the_tools(client: Any, current_runner: str) -> None:
+    env = dict(
+        item.split("=", 1) for item in client.api.inspect_image(RUNNER_IMAGE)["Config"]["Env"]
+    )
+    assert env["UV_PYTHON_DOWNLOADS"] == "never"
+    assert env["UV_NO_PROGRESS"] == "1"
+    assert env["NO_UPDATE_NOTIFIER"] == "1"
+    assert env["npm_config_cache"] == "/tmp/.npm"
+    assert env["npm_config_update_notifier"] == "false"
+    assert env["npm_config_fund"] == "false"
+    assert env["npm_config_audit"] == "false"
+    assert env["RUFF_CACHE_DIR"].startswith("/tmp/")
+
+
 @pytest.mark.docker
 def test_root_filesystem_stays_read_only(client: Any, runner: str) -> None:
     out = run_in_runner(client, "touch /etc/x 2>/dev/null && echo wrote || echo refused")
@@ -151,6 +317,15 @@ def test_image_metadata(client: Any, runner: str) -> None:
 
 
 @pytest.mark.docker
+def test_images_carry_their_inputs(client: Any, current_runner: str) -> None:
+    labels = client.api.inspect_image(RUNNER_IMAGE)["Config"]["Labels"]
+    assert labels[INPUTS_LABEL] == runner_inputs(runner_context())
+    if image_exists(client, BASE_IMAGE):
+        base = client.api.inspect_image(BASE_IMAGE)["Config"]["Labels"]
+        assert base[PACKAGES_LABEL] == base_inputs()
+
+
+@pytest.mark.docker
 def test_no_setuid_binaries_and_no_docs(client: Any, runner: str) -> None:
     out = run_in_runner(
         client,
@@ -173,7 +348,7 @@ def test_image_exists(client: Any, runner: str) -> None:
 
 @pytest.mark.docker
 def test_build_returns_the_present_image_without_building(
-    client: Any, runner: str, monkeypatch: pytest.MonkeyPatch
+    client: Any, current_runner: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def no_build(*args: object, **kwargs: object) -> str:
         raise AssertionError("must not build when the runner image is present")
@@ -182,23 +357,45 @@ def test_build_returns_the_present_image_without_building(
     monkeypatch.setattr(images, "build_base_image", no_build)
     lines: list[str] = []
     started = time.monotonic()
-    assert build_runner_image(client, log=lines.append) == runner
+    assert build_runner_image(client, log=lines.append) == current_runner
     assert time.monotonic() - started < 5
     assert any("nothing to build" in line for line in lines)
 
 
 @pytest.mark.docker
-def test_build_accepts_the_low_level_client(docker_api: Any, runner: str) -> None:
+def test_an_image_of_other_inputs_is_rebuilt(
+    client: Any, current_runner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A changed Dockerfile (or package list, or pin) changes the inputs: the present image is stale.
+    monkeypatch.setattr(images, "runner_inputs", lambda *a, **k: "sha256:other")
+    built: list[str] = []
+
+    def fake_build(*args: object, **kwargs: object) -> str:
+        built.append(str(kwargs["inputs"]))
+        return current_runner
+
+    monkeypatch.setattr(images, "_docker_build", fake_build)
+    monkeypatch.setattr(images, "build_base_image", lambda *a, **k: "sha256:base")
+    monkeypatch.setattr(images, "prepare_context", lambda source, dest, *a, **k: dest)
+    lines: list[str] = []
+    assert build_runner_image(client, offline=True, log=lines.append) == current_runner
+    assert built == ["sha256:other"]
+    assert any("built from other inputs" in line for line in lines)
+
+
+@pytest.mark.docker
+def test_build_accepts_the_low_level_client(docker_api: Any, current_runner: str) -> None:
     assert image_exists(docker_api, RUNNER_IMAGE)
-    assert build_runner_image(docker_api, log=lambda _: None) == runner
+    assert build_runner_image(docker_api, log=lambda _: None) == current_runner
 
 
 @pytest.mark.docker
 def test_rebuild_reuses_the_base_and_the_layer_cache(
-    client: Any, runner: str, monkeypatch: pytest.MonkeyPatch
+    client: Any, current_runner: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not image_exists(client, BASE_IMAGE):
-        pytest.skip(f"{BASE_IMAGE} is absent (runner built online); a rebuild would debootstrap")
+    base = client.api.inspect_image(BASE_IMAGE) if image_exists(client, BASE_IMAGE) else None
+    if base is None or base["Config"]["Labels"].get(PACKAGES_LABEL) != base_inputs():
+        pytest.skip(f"no current {BASE_IMAGE} (runner built online?); a rebuild would debootstrap")
 
     def no_debootstrap(*args: object, **kwargs: object) -> None:
         raise AssertionError("debootstrap must not run when the base image exists")
@@ -209,7 +406,7 @@ def test_rebuild_reuses_the_base_and_the_layer_cache(
     rebuilt = build_runner_image(client, offline=True, rebuild=True, log=lines.append)
     assert time.monotonic() - started < 60
     assert any(line.startswith("reusing " + BASE_IMAGE) for line in lines)
-    assert rebuilt == client.images.get(RUNNER_IMAGE).id
+    assert rebuilt == client.images.get(RUNNER_IMAGE).id == current_runner
 
 
 @pytest.mark.docker
