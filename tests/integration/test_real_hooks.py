@@ -64,6 +64,10 @@ NETWORK_TROUBLE = re.compile(
 # -- what the agent would do with an answer ------------------------------------
 
 
+DEVELOPER = 1000
+"""The uid that owns the test projects when the suite runs as root (a developer's checkout)."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     """An answer as the agent acts on it.
@@ -324,6 +328,11 @@ class Bench:
         for path in [self.project, *self.project.rglob("*")]:
             mode = path.stat().st_mode
             path.chmod(stat.S_IMODE(mode) | (0o755 if path.is_dir() else 0o444))
+            if os.getuid() == 0:
+                # A developer's checkout belongs to the developer, and hooks run as its
+                # owner: a root-owned tree would make them run as nobody, who cannot
+                # write it even with `"workspace": "rw"`.
+                os.chown(path, DEVELOPER, DEVELOPER, follow_symlinks=False)
 
     def configure(self, *hooks: Hook) -> None:
         """Write ``.hookcage/hooks.json``: the hooks as the repository would carry them."""
@@ -638,10 +647,15 @@ def test_fasthooks_template_as_a_uv_inline_script(bench: Bench, pypi: Callable[[
     hook = Hook("fasthooks", "PreToolUse", 'uv run --script "$CLAUDE_PROJECT_DIR/.claude/hooks.py"', str(FASTHOOKS),
                 matcher="Bash", timeout=60)
     bench.configure(hook)
+    # The template answers a top-level `"decision": "deny"`, which Claude Code does not read
+    # for PreToolUse (its top-level decisions are "approve" and "block"; a deny goes in
+    # hookSpecificOutput.permissionDecision): run directly, the guard lets `rm -rf /` through.
+    # hookcage agrees with the agent, and says why, in one line.
     bench.compare([
-        Case(hook, "Bash `rm -rf /`", bash("rm -rf /"), "deny"),
+        Case(hook, "Bash `rm -rf /`", bash("rm -rf /"), "none"),
         Case(hook, "Bash `ls`", bash("ls"), "none"),
     ])
+    assert "unknown decision 'deny'; ignored" in bench.rows[0].hookcage
 
 
 LOGGER_DOC = "https://docs.anthropic.com/en/docs/claude-code/hooks-guide (quickstart: the Bash command logger)"
