@@ -601,7 +601,7 @@ def image() -> None:
 @click.option("--rebuild", is_flag=True, help="Run docker build again on the existing base.")
 @click.option("--force", is_flag=True, help="Re-create the base with debootstrap too.")
 def image_build(offline: bool | None, mirror: str | None, rebuild: bool, force: bool) -> None:
-    """Build hookcage/runner:<version> (sh, bash, coreutils, python3, jq, git).
+    """Build hookcage/runner:<version> (sh, bash, python3, node + npm, uv, ruff, jq, git, shellcheck...).
 
     Works without a container registry: the base is made from Debian packages
     with debootstrap (needs root) and imported into the engine.
