@@ -427,7 +427,7 @@ def test_whitespace_inside_quotes_is_kept(entry: str, command: str) -> None:
         ("ls > /etc/x", CASES, "the redirect `> /etc/x` writes a file; only /dev/null is allowed"),
         ("\\rm x", CASES, "the backslash in `\\rm` is not allowed (quote the word instead)"),
         ("$CMD x", CASES, "the variable `$CMD` is not allowed (only $CLAUDE_PROJECT_DIR is expanded)"),
-        ("timeout 5 ls", CASES, "`timeout 5 ls` needs an exact entry: `timeout` runs another command"),
+        ("timeout 5 ls", CASES, "`timeout 5 ls` needs an exact entry: `timeout` runs the command in its arguments"),
     ],
 )
 def test_reason_names_the_part_that_failed(command: str, allowlist: AllowList, reason: str) -> None:
@@ -446,8 +446,8 @@ def test_reason_stays_one_short_line(command: str) -> None:
 
 
 def test_deeply_nested_lists_are_checked() -> None:
-    assert allowed("ls && " * 3000 + "ls")
-    assert_denied(check("ls && " * 3000 + "rm x"))
+    assert allowed("ls && " * 2500 + "ls")  # deeper than Python's recursion limit, inside MAX_COMMAND_BYTES
+    assert_denied(check("ls && " * 2500 + "rm x"))
     assert_denied(check("ls | " * 3000 + "sh"))
 
 
@@ -525,7 +525,8 @@ def test_deny_entry_matching(deny: str, command: str, denied: bool) -> None:
         ("git status", "git status --porcelain", False),
         ("git status *", "git status --porcelain", True),
         ("git status *", "git stash", False),
-        ("npm run *", "npm run lint", True),
+        ("npm run *", "npm run lint", False),  # which package.json script runs: the entry must name it
+        ("npm run lint *", "npm run lint -- --fix", True),
         ("npm run *", "npm test", False),
         ("ls", "/bin/ls", False),
         ("/bin/ls", "ls", False),
@@ -684,7 +685,6 @@ def test_a_shell_running_a_project_script_by_exact_entry(command: str) -> None:
     "command",
     [
         "python3 $CLAUDE_PROJECT_DIR/.hookcage/lint.py --fix",
-        "python3 -m pytest -q",
         "node scripts/check.js",
         "git status -s",
         "git diff --name-only HEAD~1",
