@@ -42,7 +42,25 @@ class CliExit(Exception):
 
 
 def _error(message: str) -> None:
-    click.echo(f"hookcage: error: {message}", err=True)
+    click.echo(f"hookcage: error: {_shown(message)}", err=True)
+
+
+REDACTED = "***"
+"""What :func:`executor.text.redact` puts in place of a secret."""
+
+
+def _shown(text: str) -> str:
+    """An error or a notice as people see it: one line, escapes visible, secrets redacted."""
+    from executor.text import MESSAGE_CAP, one_line, redact
+
+    return redact(one_line(text, MESSAGE_CAP))
+
+
+def _field(value: object) -> str:
+    """One field of a listing or the review (a name, a command, a path), on one line with escapes visible."""
+    from executor.text import one_line
+
+    return one_line(str(value))
 
 
 @click.group(
@@ -170,22 +188,22 @@ def list_hooks(event: str | None, as_json: bool, project: Path | None) -> None:
         click.echo(json.dumps([v.to_json() for v in views], indent=2))
         return
     for problem in hookset.problems:
-        click.echo(str(problem), err=True)
+        click.echo(_field(problem), err=True)
     if not views:
-        click.echo(f"no hooks configured (project root {root})")
+        click.echo(f"no hooks configured (project root {_field(root)})")
         return
     for view in views:
         h = view.hook
-        runs = "yes" if view.skip is None else f"no ({view.skip.reason}: {view.skip.detail})"
-        click.echo(f"{h.id}  {h.event}  matcher={h.matcher.source or '*'}  [{h.scope.value}]  {h.label}")
-        click.echo(f"    source: {h.source} {h.json_path}")
-        click.echo(f"    sandbox: {h.sandbox.describe()}  timeout: {h.timeout:g}s")
+        runs = "yes" if view.skip is None else f"no ({view.skip.reason}: {_field(view.skip.detail)})"
+        click.echo(f"{h.id}  {h.event}  matcher={_field(h.matcher.source or '*')}  [{h.scope.value}]  {_field(h.label)}")
+        click.echo(f"    source: {_field(h.source)} {_field(h.json_path)}")
+        click.echo(f"    sandbox: {_field(h.sandbox.describe())}  timeout: {h.timeout:g}s")
         if view.allow is not None:
             click.echo(f"    allow-list: {'allowed' if view.allow.allowed else 'NOT allowed'}"
-                       + ("" if view.allow.allowed else f" ({view.allow.reason})"))
+                       + ("" if view.allow.allowed else f" ({_field(view.allow.reason)})"))
         if view.trusted is not None:
             click.echo(f"    trust: {'trusted' if view.trusted else 'NOT trusted'}"
-                       + (f" ({view.trust_detail})" if view.trust_detail else ""))
+                       + (f" ({_field(view.trust_detail)})" if view.trust_detail else ""))
         click.echo(f"    runs: {runs}")
 
 
@@ -225,10 +243,10 @@ def validate(paths: Sequence[Path], project: Path | None) -> None:
     errors = 0
     for f in files:
         for problem in f.problems:
-            click.echo(str(problem))
+            click.echo(_field(problem))
         errors += len(f.errors)
         if not f.problems:
-            click.echo(f"{f.source}: ok ({len(f.hooks)} hook{'s' if len(f.hooks) != 1 else ''})")
+            click.echo(f"{_field(f.source)}: ok ({len(f.hooks)} hook{'s' if len(f.hooks) != 1 else ''})")
     if not files:
         click.echo("no hook files found")
     if errors:
@@ -239,37 +257,140 @@ def validate(paths: Sequence[Path], project: Path | None) -> None:
 
 
 def _hook_scope_text(hook: Any) -> str:
-    return f"{hook.scope.value} hook {hook.id} ({hook.source} {hook.json_path})"
+    return f"{hook.scope.value} hook {hook.id} ({_field(hook.source)} {_field(hook.json_path)})"
 
 
-def _show_file(state: Any, previous: Any, root: Path) -> None:
+REVIEW_LINES = 200
+"""Lines of one file's content (or diff) the review shows before it stops and says how to see the rest."""
+
+
+def _file_lines(data: bytes) -> list[str]:
+    """The lines of a file exactly (each with its newline; bytes that are not UTF-8 kept)."""
+    from executor.text import decode_exact
+
+    return _split_lf(decode_exact(data))
+
+
+def _split_lf(text: str) -> list[str]:
+    # str.splitlines also breaks at \r, \v, \f, \x1c-\x1e, \x85, U+2028/9: the review breaks at \n only.
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    return [*lines, parts[-1]] if parts[-1] else lines
+
+
+def _review_line(gutter: str, line: str) -> str:
+    """One line of a file or diff in the review: ``!`` in the margin when it holds escaped characters."""
+    from executor.text import count_escapes, one_line
+
+    ending = line.endswith("\n")
+    body = line[:-1] if ending else line
+    mark = "!" if count_escapes(body) else " "
+    return f"     {mark}{gutter}{one_line(body)}" + ("" if ending else "  [no newline at end of file]")
+
+
+def _show_lines(rendered: Sequence[str], limit: int | None, what: str) -> int:
+    """Print rendered lines up to ``limit``; the number left unshown (said in a marker line)."""
+    shown = rendered if limit is None else rendered[:limit]
+    for line in shown:
+        click.echo(line)
+    hidden = len(rendered) - len(shown)
+    if hidden:
+        click.echo(f"      ... {hidden} more {what} lines NOT SHOWN (of {len(rendered)}): "
+                   "type `full` at the prompt, or run `hookcage trust --full`")
+    return hidden
+
+
+def _show_file(state: Any, previous: Any, limit: int | None) -> int:
+    """Show one referenced file for review: its content, or a diff against the reviewed version.
+
+    Whether it changed is decided on its bytes (the sha256 the record keeps);
+    the diff is computed on the exact lines, bytes that are not UTF-8 and
+    invisible characters shown as escapes. Returns how many lines were not
+    shown (``limit`` cut them; ``None`` shows everything).
+    """
     import difflib
 
+    from executor.text import count_escapes
+
     if state.kind == "missing":
-        click.echo(f"    {state.path}: (does not exist yet: trusting covers its absence)")
-        return
-    text = (state.data or b"").decode("utf-8", errors="replace")
-    label = f"    {state.path} ({len(state.data or b'')} bytes"
+        click.echo(f"    {_field(state.path)}: (does not exist yet: trusting covers its absence)")
+        return 0
+    data = state.data or b""
+    label = f"    {_field(state.path)} ({len(data)} bytes"
     label += ", executable" if state.executable else ", not executable"
-    label += f", symlink to {state.link})" if state.kind == "symlink" else ")"
+    label += f", symlink to {_field(state.link)})" if state.kind == "symlink" else ")"
+    escaped = count_escapes(data)
+    if escaped:
+        label += (f" [{escaped} control, invisible or non-UTF-8 character(s) in it, shown as \\x.. / \\u.. "
+                  "escapes on the lines marked !]")
+    before = {path: (kind, digest) for path, kind, digest in previous.files} if previous is not None else {}
     old = previous.file_text.get(state.path) if previous is not None else None
     was_executable = previous is not None and state.path in previous.executable
-    if old is not None and was_executable != state.executable:
-        click.echo(f"    {state.path}: execute bit {'added' if state.executable else 'removed'} since the last review")
-    if old is not None and old != text:
-        click.echo(label + " - changed since the last review:")
-        diff = difflib.unified_diff(old.splitlines(), text.splitlines(), "reviewed", "now", lineterm="")
-        for line in list(diff)[2:200]:
-            click.echo(f"      {line}")
-    elif old is not None:
-        click.echo(label + " - unchanged since the last review")
+    if state.path in before and before[state.path][0] != "missing" and was_executable != state.executable:
+        click.echo(f"    {_field(state.path)}: execute bit {'added' if state.executable else 'removed'} since the last review")
+    if state.path in before and before[state.path] == (state.kind, state.sha256):
+        click.echo(label + " - unchanged since the last review (same bytes)")
+        return 0
+    lines = _file_lines(data)
+    if old is not None:
+        from executor.trust import MAX_FILE_TEXT
+
+        diff = list(difflib.unified_diff(_split_lf(old), lines, "reviewed", "now", n=3))[2:]
+        if diff:
+            click.echo(label + " - changed since the last review:")
+            if len(old.encode("utf-8", "surrogateescape")) >= MAX_FILE_TEXT:
+                click.echo(f"      (the reviewed version was kept only up to {MAX_FILE_TEXT // 1024} KiB: "
+                           "what lies past that shows as added)")
+            return _show_lines([_review_line("", line) for line in diff], limit, "diff")
+        click.echo(label + " - changed since the last review (its bytes differ; the kept copy of the "
+                   "reviewed version shows no difference), now:")
     else:
-        click.echo(label + ":")
-        lines = text.splitlines()
-        for line in lines[:200]:
-            click.echo(f"      | {line}")
-        if len(lines) > 200:
-            click.echo(f"      | ... {len(lines) - 200} more lines")
+        click.echo(label + (" - new since the last review:" if previous is not None else ":"))
+    return _show_lines([_review_line("| ", line) for line in lines], limit, "content")
+
+
+def _asks_for(hook: Any, subject: Any) -> str:
+    """The frame repeated at the prompt: what trusting grants beyond deny/block/ask/context."""
+    caps = ", ".join(subject.capabilities) if subject.capabilities else "no capabilities (may deny, block, ask, add context)"
+    box = hook.sandbox
+    widening = []
+    if box.backend == "host":
+        widening.append("runs on the host, not sandboxed")
+    if box.image:
+        widening.append(f"image {_field(box.image)}")
+    if box.workspace == "rw":
+        widening.append("workspace rw (may write the project)")
+    if box.network != "none":
+        widening.append(f"network {_field(box.network)}")
+    if box.mounts:
+        widening.append("mounts " + ", ".join(_field(m) for m in box.mounts))
+    if box.home != "tmp":
+        widening.append(f"home {_field(box.home)}")
+    limits = [f"{n}={getattr(box, n)}" for n in ("memory", "cpus", "pids") if getattr(box, n) is not None]
+    if limits:
+        widening.append("limits " + ", ".join(limits))
+    if hook.env:
+        widening.append("env " + ", ".join(_field(name) for name, _ in hook.env))
+    sandbox = "; ".join(widening) if widening else "the default sandbox (read-only workspace, no network)"
+    return f"    >>> This hook asks for: {caps}. Sandbox: {sandbox}."
+
+
+def _ask_trust(frame: str, hidden: bool, show_all: Any) -> bool:
+    """Ask whether to trust; while part of the review is unseen, ``y`` is refused until ``full``."""
+    while hidden:
+        answer = click.prompt("    Part of this review was cut. Type `full` to see all of it, or n to skip "
+                              "this hook [full/N]", default="n", show_default=False).strip().lower()
+        if answer == "full":
+            show_all()
+            click.echo(frame)
+            hidden = False
+        elif answer in ("y", "yes"):
+            click.echo("    not yet: the review was cut and you have not seen all of it; type `full` first")
+        elif answer in ("n", "no", ""):
+            return False
+        else:
+            click.echo("    answer full or n")
+    return click.confirm("    Trust this hook?", default=False)
 
 
 def _show_dependencies(subject: Any) -> None:
@@ -278,15 +399,16 @@ def _show_dependencies(subject: Any) -> None:
 
     for need in find_needs(subject.files):
         if need.problem:
-            click.echo(f"    dependencies: {need.path}: {need.problem} - nothing can be fetched; the hook will not run")
+            click.echo(f"    dependencies: {_field(need.path)}: {_field(need.problem)} - nothing can be fetched; "
+                       "the hook will not run")
         elif need.kind == "uv":
-            click.echo(f"    dependencies: {need.describe()}\n"
+            click.echo(f"    dependencies: {_field(need.describe())}\n"
                        "      fetched now as wheels with this machine's pip (no package code runs here), "
                        "installed by uv in a network-less sandbox; runs use them read-only, offline")
         else:
             how = ("every one is local: installed network-less" if not need.registry else
-                   f"{', '.join(need.registry)} from the npm registry: installed with network")
-            click.echo(f"    dependencies: {need.describe()}\n"
+                   f"{_field(', '.join(need.registry))} from the npm registry: installed with network")
+            click.echo(f"    dependencies: {_field(need.describe())}\n"
                        f"      npm install --ignore-scripts in a sandbox with no workspace ({how}); "
                        "runs use them read-only through NODE_PATH, offline")
 
@@ -301,7 +423,7 @@ def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]]) -> in
             problem = str(exc)
         if problem:
             failed += 1
-            click.echo(f"dependencies of {_hook_scope_text(hook)} NOT fetched: {problem}; "
+            click.echo(f"dependencies of {_hook_scope_text(hook)} NOT fetched: {_shown(problem)}; "
                        "it will say so at every run instead of running (fix it, then run `hookcage trust` again)",
                        err=True)
     return failed
@@ -311,19 +433,26 @@ def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]]) -> in
 @click.option("--all", "review_all", is_flag=True, help="Every untrusted hook (default when no --hook).")
 @click.option("--hook", "hook_ids", multiple=True, help="Only this hook id (repeatable).")
 @click.option("--yes", is_flag=True, help="Trust without asking (for scripts; combine with --all).")
+@click.option("--full", is_flag=True,
+              help=f"Show every file and diff whole (otherwise each stops at {REVIEW_LINES} lines, marked).")
 @_project_option
 @click.pass_context
-def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bool, project: Path | None) -> None:
+def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bool, full: bool,
+          project: Path | None) -> None:
     """Review the project's hooks and trust them (trust on first use).
 
     Shows each new or changed project hook: event, matcher, command, the files
     it references (content, or a diff against what you reviewed before), its
-    sandbox profile and the capabilities it asks for. Only trusted hooks run;
-    any change needs review again.
+    sandbox profile and the capabilities it asks for, repeated at the prompt.
+    Control and invisible characters are shown as escapes (\\x1b, \\u202e).
+    A file or diff longer than the review shows is marked, and `y` is refused
+    until you have typed `full` to see it all. Only trusted hooks run; any
+    change needs review again.
 
     \b
     Example:
         hookcage trust                  # interactive review
+        hookcage trust --full           # every file and diff whole
         hookcage trust --all --yes      # scripts: trust everything as it is now
     """
     if ctx.invoked_subcommand is not None:
@@ -332,9 +461,9 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     store = executor.trust_store()
     pending, refused = executor.pending_reviews(root, hook_ids)
     for hook, why in refused:
-        click.echo(f"cannot review {_hook_scope_text(hook)}: {why}", err=True)
+        click.echo(f"cannot review {_hook_scope_text(hook)}: {_shown(why)}", err=True)
     if not pending:
-        click.echo(f"nothing to review: every project hook in {root} is trusted"
+        click.echo(f"nothing to review: every project hook in {_field(root)} is trusted"
                    + (f" ({len(refused)} could not be reviewed)" if refused else ""))
         unfetched = executor.unfetched(root)
         if unfetched:
@@ -349,14 +478,14 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
         previous = store.previous(subject)
         click.echo(f"[{i}/{len(pending)}] {_hook_scope_text(hook)}"
                    + (" - CHANGED since it was reviewed" if previous else " - new"))
-        click.echo(f"    event: {hook.event}   matcher: {hook.matcher.source or '*'}")
-        click.echo(f"    command: {hook.command}")
+        click.echo(f"    event: {hook.event}   matcher: {_field(hook.matcher.source or '*')}")
+        click.echo(f"    command: {_field(hook.command)}")
         check = executor.allowlist_check(hook, root)
         click.echo("    allow-list: " + ("allowed" if check.allowed else
-                   f"NOT allowed ({check.reason}); it will not run until you run: {check.suggestion}"))
+                   f"NOT allowed ({_field(check.reason)}); it will not run until you run: {_field(check.suggestion)}"))
         profile = subject.profile
-        click.echo(f"    sandbox: {hook.sandbox.describe()}, image {str(profile.get('image'))[:19]}, "
-                   f"timeout {hook.timeout:g}s" + (f", env {dict(hook.env)}" if hook.env else ""))
+        click.echo(f"    sandbox: {_field(hook.sandbox.describe())}, image {_field(profile.get('image'))[:19]}, "
+                   f"timeout {hook.timeout:g}s" + (f", env {_field(dict(hook.env))}" if hook.env else ""))
         caps = ", ".join(subject.capabilities) or "none (may deny, block, ask, add context)"
         click.echo(f"    capabilities asked for: {caps}")
         from executor.homes import review_notes
@@ -365,9 +494,18 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
             click.echo(f"    {note}")
         _show_dependencies(subject)
         click.echo("    files it references:" if subject.files else "    files it references: none")
-        for state in subject.files:
-            _show_file(state, previous, root)
-        if interactive and not click.confirm("    Trust this hook?", default=False):
+        hidden = [state for state in subject.files
+                  if _show_file(state, previous, None if full else REVIEW_LINES)]
+        # The frame: after the content (which cannot move the cursor: every escape is shown,
+        # not sent), right above the prompt, so no file can scroll it away or paint over it.
+        frame = _asks_for(hook, subject)
+        click.echo(frame)
+
+        def show_all(states: Sequence[Any] = tuple(hidden), before: Any = previous) -> None:
+            for state in states:
+                _show_file(state, before, None)
+
+        if interactive and not _ask_trust(frame, bool(hidden), show_all):
             click.echo("    not trusted")
             continue
         trusted.append((hook, subject))
@@ -396,8 +534,8 @@ def trust_list(as_json: bool) -> None:
         click.echo("no trust records")
     for r in records:
         caps = f"  capabilities: {', '.join(r.capabilities)}" if r.capabilities else ""
-        click.echo(f"{r.id}  {r.event}  matcher={r.matcher or '*'}  {r.command}")
-        click.echo(f"    {r.root}  {r.source}  trusted {r.trusted_at}{caps}")
+        click.echo(f"{r.id}  {_field(r.event)}  matcher={_field(r.matcher or '*')}  {_field(r.command)}")
+        click.echo(f"    {_field(r.root)}  {_field(r.source)}  trusted {_field(r.trusted_at)}{_field(caps)}")
 
 
 @trust.command(name="revoke")
@@ -504,6 +642,11 @@ def allow(entry: str | None, deny: bool, remove: bool, show: bool) -> None:
             raise ValueError("empty")
     except ValueError as exc:
         raise PayloadError(f"entry {entry!r} is not a command in shell words ({exc})") from exc
+    if REDACTED in entry and not (deny or remove):
+        # A suggestion copied from the agent's message or the run log has its secrets
+        # redacted as ***; as an entry, *** would glob: it would allow any secret there.
+        raise PayloadError(f"entry {_field(entry)} holds {REDACTED}, where hookcage hid a secret (in an entry it "
+                           "would match anything): copy the exact line from `hookcage list` or `hookcage trust`")
     path = settings.home / SETTINGS_FILE
     changed = update_allowlist(path, entry, kind="deny" if deny else "allow", remove=remove)
     verb = "removed from" if remove else "added to"

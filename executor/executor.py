@@ -258,7 +258,8 @@ class HookExecutor:
         session = payload.get("session_id") or ""
         stdin = build_stdin(spec, payload)
 
-        notes = [str(p) for p in hookset.problems_for(spec.name)]
+        problems = [str(p) for p in hookset.problems_for(spec.name)]
+        notes: list[str] = []
         untrusted: list[str] = []
         considered: list[dict[str, Any] | _Run] = []  # config order, for the log
         runs: list[_Run] = []
@@ -299,7 +300,7 @@ class HookExecutor:
         finally:
             _unstage(runs)
         outcomes = [r.outcome for r in runs if r.outcome is not None]
-        verdict = fold(spec, outcomes, notes)
+        verdict = fold(spec, outcomes, notes, problems)
         self._log([
             c if isinstance(c, dict) else self._record(spec, session, c.hook, run=c)
             for c in considered
@@ -636,7 +637,7 @@ class HookExecutor:
             "async": hook.is_async,
         }
         if skip is not None:
-            record.update(outcome="skipped", skip_reason=skip.reason, detail=skip.detail)
+            record.update(outcome="skipped", skip_reason=skip.reason, detail=redact(skip.detail))
             return record
         assert run is not None
         result, outcome = run.result, run.outcome
@@ -650,7 +651,7 @@ class HookExecutor:
             oom_killed=bool(result and result.oom_killed),
             truncated=bool(result and result.truncated),
             decision=(outcome.decision or ("block" if outcome.status == "block" else None)) if outcome else None,
-            error=outcome.error if outcome else None,
+            error=redact(outcome.error) if outcome and outcome.error else None,
             dropped_capabilities=list(run.dropped),
             env_file=homes.log_entry(run.extras),
         )

@@ -27,8 +27,12 @@ How this works:
    with the reason on stderr. :func:`resolve_dialect` picks the dialect from
    ``--agent`` or recognises it from the payload.
 
-Every string that reaches the agent is sanitised (no escape sequences or
-control characters) and capped at 10,000 characters.
+Every string that reaches the agent passes :func:`executor.text.sanitize`
+(terminal escapes, controls, bidi and invisible characters shown as visible
+escapes such as ``\\x1b``, nothing dropped) and is capped at 10,000
+characters; :func:`render` applies it once more to whatever it writes, so no
+path around the parser reaches the agent raw. hookcage's own lines come
+first in the system message, one line each, secrets redacted.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import Any, Literal, Protocol
 
 from executor.errors import PayloadError
 from executor.events import EventSpec
-from executor.text import MESSAGE_CAP, cap_text, decode, first_line, sanitize
+from executor.text import MESSAGE_CAP, cap_text, decode, first_line, one_line, redact, sanitize
 
 Decision = Literal["allow", "deny", "ask", "defer"]
 Status = Literal["ok", "block", "error"]
@@ -213,7 +217,7 @@ def parse_outcome(
             one elsewhere.
     """
     base = HookOutcome(hook=hook, exit_code=exit_code, hook_id=hook_id)
-    err_text = sanitize(decode(stderr)).strip()
+    err_text = sanitize(stderr).strip()
     if timed_out:
         after = f" after {timeout:g} s" if timeout is not None else ""
         return replace(base, status="error", error=f"timed out{after}")
@@ -229,7 +233,7 @@ def parse_outcome(
             # The shell's own failure (a redirection, a syntax error), not the hook's verdict.
             return replace(base, status="error", error=shell_error)
         if event.can_block:
-            return replace(base, status="block", reason=err_text or f"blocked by hook {hook}")
+            return replace(base, status="block", reason=err_text or f"blocked by hook {one_line(hook, _NAME_CAP)}")
         # Events that cannot block show the reason to the user instead.
         return replace(base, system_message=err_text or None)
     if exit_code != 0:
@@ -237,7 +241,7 @@ def parse_outcome(
     text = decode(stdout)
     if text.lstrip().startswith("{"):
         return _parse_json(event, base, text)
-    plain = sanitize(text).strip()
+    plain = sanitize(stdout).strip()
     if plain and event.plain_text_context:
         return replace(base, additional_context=plain)
     return base
@@ -304,7 +308,7 @@ class _Place:
 
 def _tail_lines(stderr: bytes) -> list[str]:
     """The last non-blank lines of stderr (sanitised, stripped), oldest first."""
-    text = sanitize(decode(stderr[-_TAIL_BYTES:]), _TAIL_BYTES)
+    text = sanitize(stderr[-_TAIL_BYTES:], _TAIL_BYTES)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-_TAIL_LINES:]
 
@@ -444,7 +448,7 @@ def _parse_json(event: EventSpec, base: HookOutcome, text: str) -> HookOutcome:
         if decision == "block":
             if event.can_block:
                 fields["status"] = "block"
-                fields["reason"] = reason or f"blocked by hook {base.hook}"
+                fields["reason"] = reason or f"blocked by hook {one_line(base.hook, _NAME_CAP)}"
             else:
                 notes.append(f"'decision: block' has no effect on {event.name}; ignored")
         elif decision == "approve" and event.permission:
@@ -532,7 +536,7 @@ def apply_on_error(event: EventSpec, outcome: HookOutcome, on_error: str) -> Hoo
     """Turn a failed hook into a denial when its ``on_error`` is ``deny``."""
     if outcome.status != "error" or on_error != "deny":
         return outcome
-    why = f"hook {outcome.hook} could not answer ({outcome.error}) and its on_error is deny"
+    why = f"hook {one_line(outcome.hook, _NAME_CAP)} could not answer ({outcome.error}) and its on_error is deny"
     if event.permission:
         return replace(outcome, status="ok", decision="deny", reason=why)
     if event.can_block:
@@ -579,11 +583,15 @@ def restrict(
         dropped.append("env_file")
     if not dropped:
         return outcome, ()
-    notes = tuple(
-        f"tried to {CAPABILITIES[c]} without that capability (not granted at trust time); dropped"
-        for c in dropped
-    )
+    notes = tuple(_drop_note(c) for c in dropped)
     return replace(outcome, notes=outcome.notes + notes, **changes), tuple(dropped)
+
+
+def _drop_note(capability: str) -> str:
+    return f"tried to {CAPABILITIES[capability]} without that capability (not granted at trust time); dropped"
+
+
+_DROP_NOTES = frozenset(_drop_note(c) for c in CAPABILITIES)
 
 
 def error_outcome(hook: str, error: str, *, hook_id: str = "") -> HookOutcome:
@@ -600,19 +608,73 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def fold(event: EventSpec, outcomes: Sequence[HookOutcome], notes: Sequence[str] = ()) -> Verdict:
+NOTE_CAP = 1_000
+"""Characters of one of hookcage's own lines in the system message."""
+PROBLEM_NOTES = 20
+"""Config problems named in the system message; the rest are counted (``hookcage validate`` lists them)."""
+HOOK_MESSAGES_MIN = 200
+"""Characters kept for the hooks' own system messages however long hookcage's lines are."""
+
+
+def _note_line(note: str) -> str:
+    """One of hookcage's own lines: one line, escapes visible, secrets redacted, capped."""
+    line = one_line(note, NOTE_CAP)
+    shown = redact(line)
+    if shown != line and "hookcage allow " in line:
+        shown += " (secrets shown as ***: `hookcage list` in the project shows the exact line)"
+    return shown
+
+
+def _own_notes(
+    outcomes: Sequence[HookOutcome], notes: Sequence[str], problems: Sequence[str], conflicts: Sequence[str]
+) -> list[str]:
+    """hookcage's own lines, most important first: dropped capabilities, hooks not run, config
+    problems (at most :data:`PROBLEM_NOTES`), conflicting rewrites, hook failures, ignored fields."""
+    drops: list[str] = []
+    failures: list[str] = []
+    for o in outcomes:
+        name = one_line(o.hook, _NAME_CAP)
+        if o.status == "error":
+            failures.append(f"hook {name} failed: {o.error}")
+        for n in o.notes:
+            (drops if n in _DROP_NOTES else failures).append(f"hook {name}: {n}")
+    shown = list(problems[:PROBLEM_NOTES])
+    if len(problems) > PROBLEM_NOTES:
+        shown.append(f"{len(problems) - PROBLEM_NOTES} more config problem(s): `hookcage validate` lists them")
+    return [_note_line(n) for n in (*drops, *notes, *shown, *conflicts, *failures)]
+
+
+def _system_message(own: Sequence[str], messages: Iterable[str | None]) -> str | None:
+    """hookcage's lines first, then the hooks' messages in the room left: a hook's long
+    message can never cut hookcage's warnings off."""
+    head = _join(f"hookcage: {n}" for n in own)
+    hooks = [m for m in messages if m]
+    if not hooks:
+        return head
+    if head is not None and len(head) > MESSAGE_CAP - HOOK_MESSAGES_MIN:
+        head = cap_text(head, MESSAGE_CAP - HOOK_MESSAGES_MIN)
+    room = MESSAGE_CAP - (len(head) + 1 if head else 0)
+    tail = cap_text(sanitize("\n".join(hooks), None), room)
+    return f"{head}\n{tail}" if head else tail
+
+
+def fold(
+    event: EventSpec, outcomes: Sequence[HookOutcome], notes: Sequence[str] = (), problems: Sequence[str] = ()
+) -> Verdict:
     """Fold the outcomes of all hooks of one event (in config order) into one verdict.
+
+    The system message starts with hookcage's own lines (``hookcage: ...``,
+    each one line, escaped, secrets redacted), most important first, then the
+    hooks' messages in config order, cut to the room left under the cap.
 
     Args:
         event: the event.
         outcomes: one per hook that ran, in config order.
-        notes: hookcage's own messages for the user (config errors, skipped hooks).
+        notes: hookcage's own warnings for the user (hooks not run and why).
+        problems: config problems (after the warnings; only the first
+            :data:`PROBLEM_NOTES` are named).
     """
-    all_notes = list(notes)
-    for o in outcomes:
-        if o.status == "error":
-            all_notes.append(f"hook {o.hook} failed: {o.error}")
-        all_notes.extend(f"hook {o.hook}: {n}" for n in o.notes)
+    conflicts: list[str] = []
 
     decision: Decision | None = None
     for o in outcomes:
@@ -630,8 +692,8 @@ def fold(event: EventSpec, outcomes: Sequence[HookOutcome], notes: Sequence[str]
         updated_input = rewrites[0].updated_input
     elif len(distinct_inputs) > 1:
         names = " and ".join(repr(o.hook) for o in rewrites)
-        conflict = f"hooks {names} rewrote the tool input differently; asking instead of choosing"
-        all_notes.append(conflict)
+        conflict = one_line(f"hooks {names} rewrote the tool input differently; asking instead of choosing", NOTE_CAP)
+        conflicts.append(conflict)
         if decision is None or DECISION_RANK[decision] < DECISION_RANK["ask"]:
             decision = "ask"
             decision_reason = conflict
@@ -644,11 +706,10 @@ def fold(event: EventSpec, outcomes: Sequence[HookOutcome], notes: Sequence[str]
         updated_output = out_rewrites[0].updated_output
     elif out_rewrites:
         names = " and ".join(repr(o.hook) for o in out_rewrites)
-        all_notes.append(f"hooks {names} rewrote the tool output differently; the output is left as it was")
+        conflicts.append(f"hooks {names} rewrote the tool output differently; the output is left as it was")
 
-    system_message = _join(
-        [*(o.system_message for o in outcomes), *(f"hookcage: {n}" for n in all_notes)]
-    )
+    own = _own_notes(outcomes, notes, problems, conflicts)
+    system_message = _system_message(own, (o.system_message for o in outcomes))
     return Verdict(
         event=event.name,
         outcomes=tuple(outcomes),
@@ -663,13 +724,13 @@ def fold(event: EventSpec, outcomes: Sequence[HookOutcome], notes: Sequence[str]
         additional_context=_join(o.additional_context for o in outcomes),
         updated_input=updated_input,
         updated_output=updated_output,
-        notes=tuple(all_notes),
+        notes=tuple(own),
     )
 
 
 def fail_verdict(event_name: str, message: str, *, block: bool) -> AgentAnswer:
     """hookcage's answer when no verdict could be produced (bad input, ...)."""
-    return AgentAnswer(2 if block else 1, "", f"hookcage: {cap_text(message)}\n")
+    return AgentAnswer(2 if block else 1, "", f"hookcage: {redact(one_line(message, MESSAGE_CAP))}\n")
 
 
 # -- the agent's dialect of hookcage's answer ----------------------------------------------
@@ -787,7 +848,7 @@ def _block_reason(event: EventSpec, verdict: Verdict) -> str:
     reason = verdict.reason if verdict.blocked else verdict.decision_reason
     if verdict.blocked and verdict.decision == "deny" and verdict.decision_reason:
         reason = _join([verdict.reason, verdict.decision_reason])
-    return reason or f"blocked by hookcage ({event.name})"
+    return sanitize(reason) if reason else f"blocked by hookcage ({event.name})"
 
 
 def render(event: EventSpec, verdict: Verdict, dialect: Dialect = DEFAULT_DIALECT) -> AgentAnswer:
@@ -812,11 +873,11 @@ def render(event: EventSpec, verdict: Verdict, dialect: Dialect = DEFAULT_DIALEC
     if not verdict.continue_:
         out["continue"] = False
         if verdict.stop_reason:
-            out["stopReason"] = verdict.stop_reason
+            out["stopReason"] = sanitize(verdict.stop_reason)
     if verdict.suppress_output:
         out["suppressOutput"] = True
     if verdict.system_message:
-        out["systemMessage"] = verdict.system_message
+        out["systemMessage"] = sanitize(verdict.system_message)
     specific: dict[str, Any] = {}
     if event.name == "PermissionRequest":
         if form == "permission_request":
@@ -826,7 +887,7 @@ def render(event: EventSpec, verdict: Verdict, dialect: Dialect = DEFAULT_DIALEC
             if verdict.decision == "allow" and verdict.updated_input is not None:
                 inner["updatedInput"] = verdict.updated_input
             if verdict.decision == "deny" and verdict.decision_reason:
-                inner["message"] = verdict.decision_reason
+                inner["message"] = sanitize(verdict.decision_reason)
             specific["decision"] = inner
     elif event.permission:
         if form == "permission":
@@ -836,11 +897,11 @@ def render(event: EventSpec, verdict: Verdict, dialect: Dialect = DEFAULT_DIALEC
             if verdict.decision:
                 specific["permissionDecision"] = verdict.decision
                 if verdict.decision_reason:
-                    specific["permissionDecisionReason"] = verdict.decision_reason
+                    specific["permissionDecisionReason"] = sanitize(verdict.decision_reason)
             if verdict.updated_input is not None:
                 specific[dialect.input_key] = verdict.updated_input
     if verdict.additional_context:
-        specific["additionalContext"] = verdict.additional_context
+        specific["additionalContext"] = sanitize(verdict.additional_context)
     if verdict.updated_output is not UNSET:
         specific["updatedToolOutput"] = verdict.updated_output
     if specific:

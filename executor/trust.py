@@ -53,7 +53,7 @@ from typing import Any
 import filelock
 
 from executor.errors import HookcageError, TrustStoreError
-from executor.text import decode
+from executor.text import decode_exact
 
 TRUST_FORMAT = 1
 """The version of the trust hash and of the store document."""
@@ -68,7 +68,13 @@ MAX_REFERENCED_TOTAL = 64 * 1024 * 1024
 """Bytes all the referenced files of one command may hold together."""
 
 MAX_FILE_TEXT = 256 * 1024
-"""Bytes of each referenced file kept in a trust record for the next review's diff."""
+"""Bytes of each referenced file kept in a trust record for the next review's diff.
+
+Kept exactly: decoded as UTF-8 with each byte that is not kept as a stand-in
+(``surrogateescape``; the JSON store writes it as ``\\udcXX``), so the diff
+shows a changed invalid byte. Records written before kept replacement
+characters instead; whether a file changed is decided on its sha256 either way.
+"""
 
 LOCK_TIMEOUT = 30.0
 """Seconds to wait for another process's write to the store."""
@@ -575,7 +581,7 @@ class TrustRecord:
             matcher=subject.matcher,
             command=subject.command,
             files=tuple((f.path, f.kind, f.sha256) for f in files),
-            file_text={f.path: decode(f.data[:MAX_FILE_TEXT]) for f in files if f.data is not None},
+            file_text={f.path: decode_exact(f.data[:MAX_FILE_TEXT]) for f in files if f.data is not None},
             profile=json.loads(_canonical_json(subject.profile)),
             capabilities=tuple(sorted(set(subject.capabilities))),
             trusted_at=now,

@@ -659,8 +659,9 @@ def test_a_json_array_is_plain_text_not_an_answer() -> None:
 # -- hygiene ----------------------------------------------------------------------------
 
 
-def test_escapes_and_controls_are_stripped_from_every_string() -> None:
+def test_escapes_and_controls_are_shown_escaped_in_every_string() -> None:
     dirty = "\x1b[2J\x1b]0;pwned\x07clean\x00\x7f\x9b31m"
+    clean = "\\x1b[2J\\x1b]0;pwned\\x07clean\\x00\\x7f\\u009b31m"
     answer = {
         "continue": False, "stopReason": dirty, "systemMessage": dirty, "reason": dirty,
         "decision": "block",
@@ -668,18 +669,18 @@ def test_escapes_and_controls_are_stripped_from_every_string() -> None:
                                "additionalContext": dirty},
     }
     o = parse("PreToolUse", js(answer))
-    assert o.stop_reason == "clean"
-    assert o.system_message == "clean"
-    assert o.reason == "clean"
-    assert o.additional_context == "clean"
+    assert o.stop_reason == clean
+    assert o.system_message == clean
+    assert o.reason == clean
+    assert o.additional_context == clean
 
 
-def test_stderr_reason_is_stripped() -> None:
-    assert parse("Stop", code=2, stderr=b"\x1b[31mno\x1b[0m\r\n").reason == "no"
+def test_stderr_reason_is_shown_escaped() -> None:
+    assert parse("Stop", code=2, stderr=b"\x1b[31mno\x1b[0m\r\n").reason == "\\x1b[31mno\\x1b[0m"
 
 
-def test_plain_text_context_is_stripped() -> None:
-    assert parse("SessionStart", b"\x1b]0;title\x07ctx\x1b[0m").additional_context == "ctx"
+def test_plain_text_context_is_shown_escaped() -> None:
+    assert parse("SessionStart", b"\x1b]0;title\x07ctx\x1b[0m").additional_context == "\\x1b]0;title\\x07ctx\\x1b[0m"
 
 
 def test_strings_are_capped_at_ten_thousand_characters() -> None:
@@ -698,10 +699,12 @@ def test_stderr_and_plain_text_are_capped() -> None:
     assert len(parse("Stop", code=1, stderr=b"f" * 50_000).error or "") <= MESSAGE_CAP + 20
 
 
-def test_invalid_utf8_is_replaced() -> None:
+def test_invalid_utf8_is_shown_as_byte_escapes() -> None:
+    # JSON answers are decoded with replacement (the agent's JSON must be valid text) ...
     assert parse("Stop", b'{"systemMessage": "ok \xff\xfe"}').system_message == "ok \ufffd\ufffd"
-    assert parse("Stop", code=2, stderr=b"bad \xc3(").reason == "bad \ufffd("
-    assert parse("SessionStart", b"ctx \x80").additional_context == "ctx \ufffd"
+    # ... plain text and stderr show each byte that is not UTF-8.
+    assert parse("Stop", code=2, stderr=b"bad \xc3(").reason == "bad \\xc3("
+    assert parse("SessionStart", b"ctx \x80").additional_context == "ctx \\x80"
 
 
 def test_deeply_nested_json_is_an_error_not_a_crash() -> None:
@@ -868,9 +871,9 @@ def test_hook_errors_appear_in_the_system_message() -> None:
     assert not v.blocks
 
 
-def test_hookcages_own_notes_follow_the_hooks_messages() -> None:
+def test_hookcages_own_notes_come_before_the_hooks_messages() -> None:
     v = fold(STOP, [HookOutcome(hook="a", system_message="from hook")], notes=["config: bad matcher"])
-    assert v.system_message == "from hook\nhookcage: config: bad matcher"
+    assert v.system_message == "hookcage: config: bad matcher\nfrom hook"
     assert v.notes == ("config: bad matcher",)
 
 
@@ -1201,7 +1204,7 @@ def test_render_output_can_always_be_written_as_utf8() -> None:
     answer = render(PRE, fold(PRE, [o]))
     answer.stdout.encode("utf-8")
     out = answer_json(answer)
-    assert out["systemMessage"] == "x\ud800"
+    assert out["systemMessage"] == "x\\ud800"  # shown, not passed on raw
     assert out["hookSpecificOutput"]["updatedInput"] == {"c": "\udfff"}
 
 

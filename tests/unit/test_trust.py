@@ -394,7 +394,7 @@ def test_a_record_keeps_what_was_reviewed(root: Path) -> None:
     assert record.files == (("bin.dat", "file", sha((root / "bin.dat").read_bytes())),
                             ("gone.sh", "missing", None), ("guard.sh", "file", sha(GUARD)))
     assert record.file_text["guard.sh"] == GUARD.decode()
-    assert record.file_text["bin.dat"].startswith("\ufffd\ufffdaaa")
+    assert record.file_text["bin.dat"].startswith("\udcff\udcfeaaa")  # the bytes, kept exactly
     assert len(record.file_text["bin.dat"]) == 256 * 1024
     assert "gone.sh" not in record.file_text
     assert record.capabilities == ("a", "b")
