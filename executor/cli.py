@@ -351,7 +351,8 @@ def _show_file(state: Any, previous: Any, limit: int | None) -> int:
 
 def _asks_for(hook: Any, subject: Any) -> str:
     """The frame repeated at the prompt: what trusting grants beyond deny/block/ask/context."""
-    caps = ", ".join(subject.capabilities) if subject.capabilities else "no capabilities (may deny, block, ask, add context)"
+    caps = (_field(", ".join(subject.capabilities)) if subject.capabilities
+            else "no capabilities (may deny, block, ask, add context)")
     box = hook.sandbox
     widening = []
     if box.backend == "host":
@@ -418,7 +419,7 @@ def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]]) -> in
     failed = 0
     for hook, subject in trusted:
         try:
-            problem = executor.fetch_dependencies(hook, subject, lambda line: click.echo(f"    {line}"))
+            problem = executor.fetch_dependencies(hook, subject, lambda line: click.echo(f"    {_field(line)}"))
         except HookcageError as exc:
             problem = str(exc)
         if problem:
@@ -486,7 +487,7 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
         profile = subject.profile
         click.echo(f"    sandbox: {_field(hook.sandbox.describe())}, image {_field(profile.get('image'))[:19]}, "
                    f"timeout {hook.timeout:g}s" + (f", env {_field(dict(hook.env))}" if hook.env else ""))
-        caps = ", ".join(subject.capabilities) or "none (may deny, block, ask, add context)"
+        caps = _field(", ".join(subject.capabilities)) or "none (may deny, block, ask, add context)"
         click.echo(f"    capabilities asked for: {caps}")
         from executor.homes import review_notes
 
