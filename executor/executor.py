@@ -67,7 +67,9 @@ from executor.trust import (
     TrustStore,
     TrustSubject,
     UnsafeReference,
+    collect_loaded,
     collect_references,
+    command_words,
 )
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
@@ -130,9 +132,13 @@ class _Gate:
 def _unstage(runs: Sequence[_Run]) -> None:
     """Remove the staged copies of reviewed files once their runs are over."""
     for run in runs:
-        for staged in run.request.overlays.values():
-            folder = Path(staged).parent
-            shutil.rmtree(folder, ignore_errors=True)
+        for target, staged in run.request.overlays.items():
+            # staged is RUN/tree/<path of target under the project> (see _stage): remove RUN
+            depth = len(Path(os.path.relpath(target, run.request.project_dir)).parts)
+            parents = Path(staged).parents
+            if depth < len(parents) and parents[depth - 1].name == "tree" and parents[depth].name.startswith("run-"):
+                shutil.rmtree(parents[depth], ignore_errors=True)
+            break
         homes.unstage(run.extras)
 
 
@@ -364,7 +370,8 @@ class HookExecutor:
             SandboxError: the hook's image cannot be resolved to an id.
         """
         command = hook.command or ""
-        files = collect_references(literal_words(command, str(root)), str(root))
+        files = collect_references(command_words(literal_words(command, str(root))), str(root))
+        files = collect_loaded(files, str(root), shell_words=lambda text: literal_words(text, str(root)))
         files = self._with_dependency_files(files, root)
         options = hook.sandbox
         image = self._sandbox(options.backend).image_identity(options.image)
@@ -502,8 +509,13 @@ class HookExecutor:
         deps: RunSetup | None = None,
     ) -> RunRequest:
         cwd = payload.get("cwd") or str(root)
-        env = {name: str(root) for name in PROJECT_DIR_VARS}
-        env.update(hook.env)
+        if hook.scope.from_repository:
+            # The review resolved every relative path (and what the scripts load) against the
+            # root: run there, so `sh .hookcage/x.sh` is the file that was hashed wherever the agent is.
+            cwd = str(root)
+        # hookcage's own values win over the hook's env (a repository's hook may not set them at all).
+        env = dict(hook.env)
+        env.update({name: str(root) for name in PROJECT_DIR_VARS})
         deps = deps or RunSetup()
         env.update(deps.env or {})
         transcript = payload.get("transcript_path")
@@ -531,10 +543,24 @@ class HookExecutor:
         present = [f for f in files if f.data is not None]
         if not present:
             return {}
+        # The copies mirror the project under one folder (TREE/a/b.sh for ROOT/a/b.sh): the
+        # docker backend then lays that folder over the workspace as an overlay file system,
+        # which a `git checkout` during the run cannot take away (a bind over a file can be
+        # detached by unlinking the file on the host). See sandbox.docker.staged_tree.
         folder = Path(tempfile.mkdtemp(prefix="run-", dir=self._staging_root()))
+        tree = folder / "tree"
+        tree.mkdir(mode=0o755)
+        tree.chmod(0o755)  # the workspace's root in the container: readable by the hook's user
         overlays = {}
-        for i, state in enumerate(present):
-            staged = folder / f"{i:04d}"
+        for state in present:
+            staged = tree.joinpath(*state.path.split("/"))
+            parent = staged.parent
+            if not parent.is_dir():
+                parent.mkdir(parents=True, mode=0o755)
+                for made in (parent, *parent.parents):
+                    if made == tree:
+                        break
+                    made.chmod(0o755)
             staged.write_bytes(state.data or b"")
             staged.chmod(state.mode)  # the execute bit it was reviewed with, never write
             overlays[str(root / state.path)] = str(staged)

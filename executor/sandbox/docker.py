@@ -34,6 +34,7 @@ import http.client
 import logging
 import math
 import os
+import re
 import secrets
 import selectors
 import socket
@@ -458,6 +459,74 @@ def _bind(source: str, target: str, *, read_only: bool) -> dict[str, Any]:
     }
 
 
+def staged_tree(request: RunRequest) -> str | None:
+    """The folder that mirrors the project with the run's staged files, if the overlays form one.
+
+    The executor stages the reviewed bytes of ``ROOT/a/b.sh`` at
+    ``TREE/a/b.sh`` (one ``TREE`` per run). Such a run's read-only workspace
+    is an overlay file system, ``TREE`` over the project, rather than a bind of
+    the project with a bind of each staged file: a bind over a file is
+    detached the moment that file is unlinked or renamed over on the host (a
+    ``git checkout`` during the run), and the container would then read the
+    new file. An overlay layer is looked up by name at every access, and the
+    staged layer is hookcage's own: nothing in the project can take it away.
+
+    Returns:
+        ``TREE``, or None when there are no overlays or they do not mirror
+        the project this way (then each is bound over its path).
+    """
+    if not request.overlays:
+        return None
+    project = os.path.normpath(request.project_dir)
+    tree: str | None = None
+    for target, source in request.overlays.items():
+        target = os.path.normpath(target)
+        if not os.path.isabs(target) or not _inside(target, project) or target == project:
+            return None
+        relative = os.path.relpath(target, project)
+        source = os.path.normpath(source)
+        if not source.endswith(os.sep + relative):
+            return None
+        base = source[: -len(relative) - 1]
+        if tree is None:
+            tree = base
+        elif base != tree:
+            return None
+    return tree
+
+
+# Characters the kernel's overlay options cannot carry unescaped.
+_OVERLAY_UNSAFE = re.compile(r"[,:\\\0\n]")
+
+
+def _overlay_workspace(tree: str, project: str) -> dict[str, Any]:
+    """An anonymous volume mounting ``tree`` over ``project`` (read-only: no upper layer).
+
+    A path the overlay options cannot carry (``,``, ``:``, a backslash) is
+    reached through a symlink beside the tree, which the kernel follows when
+    it mounts.
+    """
+    lower = project
+    if _OVERLAY_UNSAFE.search(lower):
+        lower = os.path.join(os.path.dirname(tree), "project")
+        with contextlib.suppress(FileExistsError):
+            os.symlink(project, lower)
+    for path in (tree, lower):
+        if _OVERLAY_UNSAFE.search(path):
+            raise SandboxError(f"cannot lay the reviewed files over the workspace: {path!r} holds ',', ':' or '\\'")
+    return {
+        "Type": "volume",
+        "Target": project,
+        "VolumeOptions": {
+            "NoCopy": True,
+            "DriverConfig": {
+                "Name": "local",
+                "Options": {"type": "overlay", "device": "overlay", "o": f"lowerdir={tree}:{lower}"},
+            },
+        },
+    }
+
+
 def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
     """The bind mounts of a run and its working directory."""
     options = request.options
@@ -465,12 +534,17 @@ def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
     targets: set[str] = set()
     workdir = "/tmp"
     project = os.path.normpath(request.project_dir)
+    tree = staged_tree(request)
     if options.workspace != "none":
         if not os.path.isabs(project) or project == "/":
             raise SandboxError(f"refusing to mount {request.project_dir!r} as the workspace")
         if not os.path.isdir(project):
             raise SandboxError(f"the project directory {project} does not exist")
-        mounts.append(_bind(project, project, read_only=options.workspace != "rw"))
+        if tree is not None and options.workspace == "ro":
+            mounts.append(_overlay_workspace(tree, project))
+            targets.update(os.path.normpath(t) for t in request.overlays)
+        else:
+            mounts.append(_bind(project, project, read_only=options.workspace != "rw"))
         targets.add(project)
         cwd = os.path.normpath(request.cwd)
         workdir = (
@@ -480,6 +554,8 @@ def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
         target = os.path.normpath(target)
         if not os.path.isabs(target) or not _inside(target, project) or target == project:
             raise SandboxError(f"staged file {target!r} is not inside the project {project}")
+        if target in targets:
+            continue  # laid over the workspace by the overlay file system
         mounts.append(_bind(source, target, read_only=True))
         targets.add(target)
     real_project = os.path.realpath(project)

@@ -117,6 +117,7 @@ from executor.sandbox.docker import (
     raw_socket,
     remove_container_quietly,
     retry_transient,
+    staged_tree,
 )
 from executor.sandbox.poolbook import (
     TAKE_MARGIN,
@@ -286,6 +287,7 @@ class _Template:
     targets: tuple[str, ...]
     mount_points: tuple[str, ...]
     executable: frozenset[str] = frozenset()
+    tree: bool = False  # the overlays are an overlay file system (docker.staged_tree), not binds
 
 
 class PooledDockerSandbox(DockerSandbox):
@@ -607,8 +609,11 @@ class PooledDockerSandbox(DockerSandbox):
             overlays: dict[str, str] = {}
             if template.targets:
                 handle.folder = tempfile.mkdtemp(prefix="c-", dir=self._staging_folder())
+                project = os.path.normpath(template.request.project_dir)
                 for i, target in enumerate(template.targets):
                     path = os.path.join(handle.folder, str(i))
+                    if template.tree:  # laid out as the cold path's tree: an overlay, as for a cold run
+                        path = _tree_file(handle.folder, project, target)
                     mode = 0o555 if target in template.executable else 0o444
                     handle.overlays[target] = os.open(
                         path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode
@@ -794,12 +799,39 @@ def _pool_key(
     return creation_key(create, host, targets) + "|x=" + json.dumps(sorted(executable))
 
 
+def _overlaid(request: RunRequest) -> bool:
+    """Whether the cold path lays the request's staged files over the workspace as an overlay."""
+    return request.options.workspace == "ro" and staged_tree(request) is not None
+
+
+def _tree_file(folder: str, project: str, target: str) -> str:
+    """Where a spare keeps the file of ``target`` in its tree (``folder/tree/<path under project>``).
+
+    The folders on the way are made readable: the tree's are the workspace's in the container.
+    """
+    tree = os.path.join(folder, "tree")
+    path = os.path.join(tree, os.path.relpath(os.path.normpath(target), project))
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    parent = os.path.dirname(path)
+    while True:
+        os.chmod(parent, 0o755)
+        if parent == tree:
+            return path
+        parent = os.path.dirname(parent)
+
+
 def _template(
     request: RunRequest, targets: tuple[str, ...], labels: Mapping[str, str],
     executable: frozenset[str] = frozenset(),
 ) -> _Template:
     """The creation template of ``request``'s key: nothing of the run itself is kept."""
     project = os.path.normpath(request.project_dir)
+    if _overlaid(request):  # no bind per target to check: the overlay cannot be taken away
+        return _Template(
+            request=replace(request, command=":", stdin=b"", env={}, cwd=project, labels=dict(labels),
+                            overlays={}),
+            targets=targets, mount_points=(), executable=executable, tree=True,
+        )
     return _Template(
         request=replace(
             request,

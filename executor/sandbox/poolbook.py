@@ -45,7 +45,9 @@ def creation_key(
     """
     targets = set(overlay_targets)
     mounts = [
-        {**mount, "Source": ""} if mount.get("Target") in targets else dict(mount)
+        {**mount, "Source": ""} if mount.get("Target") in targets
+        else _overlay_layers_dropped(mount) if mount.get("Type") == "volume"
+        else dict(mount)
         for mount in host.get("mounts") or []
     ]
     fixed_create = {k: v for k, v in create.items() if k not in PER_RUN_CREATE_FIELDS}
@@ -53,6 +55,16 @@ def creation_key(
     return json.dumps(
         {"create": fixed_create, "host": fixed_host}, sort_keys=True, default=repr
     )
+
+
+def _overlay_layers_dropped(mount: Mapping[str, Any]) -> dict[str, Any]:
+    """A workspace overlay (staged files over the project) without its per-container layer paths."""
+    options = dict(mount.get("VolumeOptions") or {})
+    driver = dict(options.get("DriverConfig") or {})
+    if (driver.get("Options") or {}).get("type") == "overlay":
+        driver["Options"] = {**driver["Options"], "o": ""}
+        options["DriverConfig"] = driver
+    return {**mount, "VolumeOptions": options}
 
 
 # --------------------------------------------------------------------------

@@ -280,7 +280,8 @@ def test_claude_project_dir_wins_over_payload_cwd(env: Env, tmp_path: Path) -> N
     ex.grant([subject for _, subject in ex.pending_reviews(env.project)[0]])
     ex.dispatch("Stop", {"session_id": "s", "cwd": str(other)})
     assert [r.command for r in fake.requests] == ["project-hook"]
-    assert fake.requests[0].cwd == str(other)
+    # A repository's hook runs at the root its review resolved relative paths against (issue 11).
+    assert fake.requests[0].cwd == str(env.project)
 
 
 def test_run_log_has_one_line_per_hook_considered_with_secrets_redacted(env: Env) -> None:

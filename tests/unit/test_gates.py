@@ -179,7 +179,12 @@ def test_trust_file_in_the_repository_is_ignored(repo: Repo) -> None:
     other.root = repo.root
     other.trust_all()  # trusted in another installation...
     exported = other.executor().trust_store().export()
-    (repo.root / ".hookcage" / "trust.json").write_text(exported)  # ...and planted in the repo
+    # ...and planted in the repo (at its root: a file added beside the hook's script is a change by itself)
+    (repo.root / "trust.json").write_text(exported)
+    (repo.root / ".hookcage" / "trust.json").write_text(exported)
+    repo.dispatch()
+    assert repo.launched() == []
+    (repo.root / ".hookcage" / "trust.json").unlink()
     repo.dispatch()
     assert repo.launched() == []
     # Pointed at explicitly (e.g. reviewed on the base branch), it counts.
