@@ -257,7 +257,7 @@ def test_findings_name_what_the_sandbox_refused(docker_setup: Setup) -> None:
     # The runner image's own /bin/sh (dash) and shells print these; none of them is a verdict.
     (docker_setup.project / "bad.sh").write_text("echo start\nif then\n")
     docker_setup.user_hooks("PreToolUse",
-                            docker_setup.hook("node --version", name="node"),
+                            docker_setup.hook("deno --version", name="deno"),
                             docker_setup.hook("echo x > $CLAUDE_PROJECT_DIR/.cache-log", name="project"),
                             docker_setup.hook("echo x > $HOME/.claude/log.txt", name="home"),
                             docker_setup.hook("sh $CLAUDE_PROJECT_DIR/bad.sh", name="syntax"),
@@ -266,7 +266,7 @@ def test_findings_name_what_the_sandbox_refused(docker_setup: Setup) -> None:
     code, out, err = docker_setup.dispatch("PreToolUse", **BASH)
     assert (code, err) == (0, "") and "hookSpecificOutput" not in out  # nothing blocked
     lines = out["systemMessage"].splitlines()
-    assert ("hookcage: hook node failed: exited 127: the default image has no `node`: use an image that has it "
+    assert ("hookcage: hook deno failed: exited 127: the default image has no `deno`: use an image that has it "
             "(sandbox.image) or see docs/recipes.md") in lines
     root = os.path.realpath(docker_setup.project)
     assert (f"hookcage: hook project failed: exited 2 because the shell could not write {root}/.cache-log "
