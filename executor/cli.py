@@ -116,15 +116,61 @@ def dispatch(obj: Any, event: str | None, agent: str | None) -> None:
         raise click.BadParameter(f"unknown agent {agent!r}; known agents: {agent_names()} "
                                  "(hookcage dispatch --agent help)", param_hint="'--agent'")
     # The console script may have read stdin already (to offer it to the daemon first).
-    raw = obj.stdin if isinstance(obj, _Invocation) and obj.stdin is not None else sys.stdin.buffer.read(MAX_PAYLOAD)
-    answer, executor = dispatch_bytes(event, raw, agent=agent)
+    raw = obj.stdin if isinstance(obj, _Invocation) and obj.stdin is not None else sys.stdin.buffer.read(MAX_PAYLOAD + 1)
+    executors: list[Any] = []
+    _clean_up_on_signal(executors)
+    answer, executor = dispatch_bytes(event, raw, agent=agent, make_executor=_tracked(executors))
     _answer(answer.exit_code, answer.stdout, answer.stderr)
     if executor is None:
         raise CliExit(answer.exit_code)
     if executor.deferred:
         _run_after_answering(executor, answer.exit_code)
     executor.close()
+    _release_staging()
     raise CliExit(answer.exit_code)
+
+
+def _release_staging() -> None:
+    from executor import staging
+
+    staging.release()
+
+
+def _tracked(executors: list[Any]) -> Any:
+    """``make_executor`` for :func:`dispatch_bytes` that remembers what it made (for the signal handler)."""
+    from executor.executor import HookExecutor
+
+    def make(settings: Any) -> Any:
+        executors.append(HookExecutor(settings))
+        return executors[-1]
+
+    return make
+
+
+def _clean_up_on_signal(executors: list[Any]) -> None:
+    """On SIGTERM, SIGINT or SIGHUP (an agent giving up on its hooks), leave nothing behind.
+
+    The handler removes this dispatch's containers (``executor.abort``) and
+    every staging folder this process made, then exits 128 + the signal
+    number at once: nobody is waiting for an answer any more. What SIGKILL
+    leaves is swept by the next dispatch and by ``hookcage gc``.
+    """
+    import contextlib
+    import signal
+
+    from executor import staging
+
+    def handler(signum: int, frame: Any) -> None:
+        for other in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(other, signal.SIG_IGN)  # a second signal must not cut the cleanup short
+        for executor in list(executors):
+            with contextlib.suppress(Exception):  # the engine is gone: reap() removes them at expiry
+                executor.abort()
+        staging.remove_mine()
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, handler)
 
 
 def _answer(code: int, stdout: str, stderr: str) -> None:
@@ -148,6 +194,7 @@ def _run_after_answering(executor: Any, code: int) -> None:
     try:
         executor.run_deferred()
         executor.close()
+        _release_staging()
     finally:
         os._exit(0)
 
@@ -820,15 +867,28 @@ def shutil_which(name: str) -> str | None:
 @cli.command()
 @click.option("--all", "everything", is_flag=True, help="Also remove running hookcage containers.")
 def gc(everything: bool) -> None:
-    """Remove hookcage containers whose run is over (left by a killed executor).
+    """Remove what killed runs left: containers whose run is over, staging folders.
+
+    Containers go when their run is over, or when the process that started
+    them (on this machine) is gone; staged files when their process is gone.
 
     \b
     Example:
         hookcage gc
     """
+    from executor import orphans, staging
     from executor.sandbox.docker import default_client, reap
+    from executor.settings import load_settings
 
-    removed = reap(default_client(), include_running_expired=True, everything=everything)
+    root = load_settings().home / staging.STAGING
+    folders = staging.sweep(root) if root.is_dir() else 0
+    click.echo(f"removed {folders} staging folder(s)")
+    client = default_client()
+    try:
+        removed = reap(client, include_running_expired=True, everything=everything)
+        removed += orphans.remove_orphans(client)
+    finally:
+        client.close()
     click.echo(f"removed {removed} container(s)")
 
 
