@@ -531,6 +531,8 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
         check = executor.allowlist_check(hook, root)
         click.echo("    allow-list: " + ("allowed" if check.allowed else
                    f"NOT allowed ({_field(check.reason)}); it will not run until you run: {_field(check.suggestion)}"))
+        for note in check.notes:  # a `*` entry for a program that runs others: what it still lets run
+            click.echo(f"    allow-list note: {_field(note)}")
         profile = subject.profile
         click.echo(f"    sandbox: {_field(hook.sandbox.describe())}, image {_field(profile.get('image'))[:19]}, "
                    f"timeout {hook.timeout:g}s" + (f", env {_field(dict(hook.env))}" if hook.env else ""))
@@ -700,6 +702,11 @@ def allow(entry: str | None, deny: bool, remove: bool, show: bool) -> None:
     verb = "removed from" if remove else "added to"
     what = "deny list" if deny else "allow-list"
     click.echo(f"{entry!r} {verb} the {what} in {path}" if changed else f"{entry!r}: nothing to change in {path}")
+    from executor.allowlist import entry_warning
+
+    warning = None if deny or remove else entry_warning(entry)
+    if warning:
+        click.echo(f"warning: {_field(warning)}", err=True)
 
 
 # -- sandbox: run, image, doctor, gc, demo -----------------------------------
