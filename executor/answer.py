@@ -24,7 +24,17 @@ if TYPE_CHECKING:
     from executor.settings import Settings
 
 MAX_PAYLOAD = 256 * 1024 * 1024
-"""Bytes of the agent's stdin read for one event."""
+"""Bytes of the agent's stdin read for one event; a larger payload is refused (and blocks)."""
+MAX_PAYLOAD_DEPTH = 200
+"""How deeply arrays and objects may nest in a payload; deeper is refused (and blocks)."""
+
+
+class PayloadBound(PayloadError):
+    """The payload is past a documented bound (size, nesting): refused quickly, and it blocks.
+
+    A gate that cannot judge an event must not let it through: whatever
+    ``fail_closed`` says, this answer is a block (exit 2) where the event can block.
+    """
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -54,17 +64,35 @@ def read_payload(raw: bytes) -> dict[str, Any]:
     Raises:
         PayloadError: it is empty, not JSON, or not an object.
     """
+    if len(raw) > MAX_PAYLOAD:
+        raise PayloadBound(f"stdin holds more than {MAX_PAYLOAD // (1024 * 1024)} MiB: refused")
     if not raw.strip():
         raise PayloadError("no payload on stdin: the agent must send the event's JSON")
     try:
         payload = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError as exc:
+        raise PayloadBound(f"stdin JSON nests deeper than {MAX_PAYLOAD_DEPTH} levels: refused") from exc
+    except ValueError as exc:
         # JSONDecodeError, UnicodeDecodeError, integers past the digit limit, deep nesting.
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise PayloadError(f"stdin is not valid JSON{where}") from exc
     if not isinstance(payload, dict):
         raise PayloadError(f"stdin must be a JSON object, not {type(payload).__name__}")
+    if _deeper_than(payload, MAX_PAYLOAD_DEPTH):
+        raise PayloadBound(f"stdin JSON nests deeper than {MAX_PAYLOAD_DEPTH} levels: refused")
     return payload
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether objects and arrays nest more than ``limit`` deep (iteratively: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            if level > limit:
+                return True
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def dispatch_bytes(
@@ -116,4 +144,4 @@ def dispatch_bytes(
             executor.close()
             raise
     except HookcageError as exc:
-        return fail_verdict(event or "?", str(exc), block=fail_closed), None
+        return fail_verdict(event or "?", str(exc), block=fail_closed or isinstance(exc, PayloadBound)), None

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 SOCKET_NAME = "hookcage.sock"
 """The daemon's socket, in ``$HOOKCAGE_HOME``."""
 MAX_PAYLOAD = 256 * 1024 * 1024
-"""Bytes of stdin read, as ``hookcage dispatch`` in-process reads them."""
+"""Bytes of stdin accepted, as ``hookcage dispatch`` in-process accepts them (one more is read: a larger payload is refused)."""
 CONNECT_TIMEOUT = 0.2
 """Seconds to reach the daemon; a unix socket answers at once or not at all."""
 DEFAULT_TIMEOUT = 600.0

@@ -74,6 +74,10 @@ def load_hook_file(path: Path, scope: Scope, root: Path | None) -> HookFile | No
         return _broken(source, scope, "is not UTF-8 text")
     except json.JSONDecodeError as exc:
         return _broken(source, scope, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+    except RecursionError:
+        return _broken(source, scope, "not valid JSON: nests too deeply")
+    except ValueError as exc:  # an integer past Python's digit limit
+        return _broken(source, scope, f"not valid JSON: {exc}")
     return parse_hook_file(data, scope=scope, source=source, project_root=str(root) if root else None)
 
 

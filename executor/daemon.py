@@ -30,15 +30,25 @@ How this works:
    recognised from the payload); the client takes no answer that does not.
 5. ``async`` hooks run on the daemon's own threads once the answer is known;
    the daemon waits for them when it stops.
+6. A caller that hangs up (an agent that gave up and killed its ``hookcage
+   dispatch``) is noticed within :data:`DISCONNECT_POLL` seconds: its
+   dispatch is cancelled (:meth:`HookExecutor.abort`: nothing more is judged
+   or started, its containers are removed, so its runs end at once and
+   their staged files go with them). Runs served by the warm pool are not
+   reached and end at their timeout. At start, the daemon removes what
+   killed processes left: staging folders (:mod:`executor.staging`) and
+   containers whose owning process is gone (:mod:`executor.orphans`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import binascii
 import contextlib
 import dataclasses
 import errno
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -51,13 +61,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+import anyio.to_thread
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from executor import __version__, client
+from executor import __version__, client, orphans, staging
 from executor.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
 from executor.errors import HookcageError, PayloadError, SandboxError
 from executor.executor import HookExecutor, SandboxFactory, default_sandbox_factory, docker_options
@@ -73,6 +84,8 @@ SANDBOX_SETTINGS = (
 )
 """The settings a shared sandbox is built from: one sandbox per distinct combination."""
 _PREFIX = "hookcage_"
+DISCONNECT_POLL = 0.25
+"""Seconds between two checks that the caller of a dispatch in progress is still there."""
 
 
 class DaemonError(HookcageError):
@@ -270,6 +283,23 @@ class DispatchRequest(BaseModel):
     cwd: str | None = None
 
 
+@dataclasses.dataclass
+class Watch:
+    """One dispatch in progress, as its HTTP handler sees it: cancel it when the caller hangs up."""
+
+    cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
+    executors: list[HookExecutor] = dataclasses.field(default_factory=list)
+
+    def abort(self) -> None:
+        """Cancel the dispatch: nothing more starts, its containers are removed."""
+        self.cancel.set()
+        for executor in list(self.executors):
+            try:
+                executor.abort()
+            except Exception:
+                logger.exception("cancelling a dispatch failed")
+
+
 class Daemon:
     """The long-lived process behind ``hookcage serve``.
 
@@ -303,7 +333,7 @@ class Daemon:
 
     # -- answering --------------------------------------------------------------------
 
-    def answer(self, request: DispatchRequest) -> tuple[AgentAnswer, str]:
+    def answer(self, request: DispatchRequest, watch: Watch | None = None) -> tuple[AgentAnswer, str]:
         """What ``hookcage dispatch`` would print in the caller's process, and the agent it is for.
 
         Raises:
@@ -330,8 +360,12 @@ class Daemon:
         environ = project_environ(env, payload, request.cwd)
         factory = self._factory_for(host_base_env(env))
 
+        watch = watch or Watch()
+
         def make_executor(settings: Settings) -> HookExecutor:
-            return HookExecutor(settings, sandbox_factory=factory, environ=environ)
+            executor = HookExecutor(settings, sandbox_factory=factory, environ=environ, cancel=watch.cancel)
+            watch.executors.append(executor)
+            return executor
 
         try:
             answer, executor = dispatch_bytes(request.event, raw, agent=request.agent, settings=settings,
@@ -390,11 +424,23 @@ class Daemon:
         return [sandbox_health(key, sandbox) for key, sandbox in shared]
 
     def warm(self) -> None:
-        """Build the docker sandbox for the daemon's own settings now (engine connection, reap)."""
+        """Build the docker sandbox for the daemon's own settings now (engine connection, reap),
+        and remove what killed processes left (staging folders, containers of dead owners)."""
+        with contextlib.suppress(OSError):
+            if (self.home / staging.STAGING).is_dir() and (count := staging.sweep(self.home / staging.STAGING)):
+                logger.info("removed %d staging folder(s) of processes that are gone", count)
         try:
-            self.shared_sandbox("docker", load_settings())
+            sandbox = self.shared_sandbox("docker", load_settings())
         except HookcageError as exc:
             logger.warning("no docker sandbox prepared: %s", exc)
+            return
+        client = getattr(sandbox, "client", None)
+        if client is not None:
+            try:
+                if count := orphans.remove_orphans(client):
+                    logger.info("removed %d container(s) of processes that are gone", count)
+            except Exception as exc:  # best effort: reap() removes them at expiry
+                logger.debug("removing orphaned containers failed: %s", exc)
 
     # -- HTTP -------------------------------------------------------------------------
 
@@ -413,9 +459,19 @@ class Daemon:
                     "socket": str(self.socket_path), "sandboxes": self.sandboxes()}
 
         @app.post("/dispatch")
-        def dispatch(request: DispatchRequest) -> JSONResponse:
+        async def dispatch(request: DispatchRequest, http: Request) -> JSONResponse:
+            watch = Watch()
+            work = asyncio.ensure_future(anyio.to_thread.run_sync(functools.partial(self.answer, request, watch)))
+            while not work.done():
+                await asyncio.wait({work}, timeout=DISCONNECT_POLL)
+                if not work.done() and await http.is_disconnected():
+                    logger.info("the caller hung up: cancelling its dispatch")
+                    await anyio.to_thread.run_sync(watch.abort)
+                    with contextlib.suppress(Exception):
+                        await work  # ends at once now: nothing more starts, its containers are gone
+                    return JSONResponse({"detail": "cancelled: the caller hung up"}, status_code=499)
             try:
-                answer, agent = self.answer(request)
+                answer, agent = work.result()
             except Refusal as exc:
                 logger.info("left to the caller (in-process): %s", exc)
                 return JSONResponse({"detail": str(exc)}, status_code=409)
@@ -497,6 +553,7 @@ class Daemon:
                 sandbox.close()
             except Exception:
                 logger.exception("closing a sandbox failed")
+        staging.release()  # its owner lock file, once its runs' folders are gone
         if self._socket_inode is not None:
             with contextlib.suppress(FileNotFoundError):
                 if os.lstat(self.socket_path).st_ino == self._socket_inode:

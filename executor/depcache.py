@@ -39,13 +39,13 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from executor import staging as staging_folders
 from executor.deps import Need
 from executor.errors import HookcageError
 from executor.sandbox.base import Bind, RunRequest, RunResult, SandboxOptions
@@ -208,7 +208,7 @@ class DepCache:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True, mode=0o755)
         folder.chmod(0o777)  # the sandbox's uid writes here while installing
-        work = Path(tempfile.mkdtemp(prefix="deps-", dir=staging))
+        work = staging_folders.new_folder(staging, "deps")  # owned: swept if this process dies
         job = _Job(root=root, image=image, run=run, work=work, cache=folder, log=log,
                    labels=dict(labels or {}), files={f.path: f for f in files})
         try:

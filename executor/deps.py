@@ -35,10 +35,12 @@ Kind = Literal["uv", "node"]
 CACHE_FORMAT = 1
 """Bumped when the cache's layout changes (old caches are then fetched again)."""
 
-# The reference regular expression of PEP 723 (packaging.python.org, "Inline script metadata").
-_PEP723 = re.compile(
-    r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$"
-)
+# PEP 723's reference regular expression (packaging.python.org, "Inline script metadata") is
+#   (?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$
+# Python's engine backtracks on it exponentially (a 50 KB script of "# /// script" lines took
+# minutes, at every dispatch of a hook that references it): pep723_blocks finds the same
+# blocks line by line, in linear time.
+_PEP723_HEADER = re.compile(r"# /// ([a-zA-Z0-9-]+)")
 NODE_SUFFIXES = (".js", ".mjs", ".cjs")
 NODE_LOCKS = ("package-lock.json", "npm-shrinkwrap.json")
 _LOCAL_SPEC = re.compile(r"(?:file|link):(?P<path>.*)\Z", re.DOTALL)
@@ -87,6 +89,35 @@ class Need:
         return data
 
 
+def pep723_blocks(text: str) -> list[tuple[str, str]]:
+    """Every PEP 723 block in ``text`` as ``(type, content)``: what ``finditer`` of the
+    reference regular expression finds (the content lines with their newlines), in linear time.
+
+    A block is a line ``# /// TYPE``, one or more comment lines (``#`` or
+    ``# ...``), and the LAST line ``# ///`` of that run of comment lines.
+    """
+    lines = text.split("\n")
+    count = len(lines)
+    # last_close[i]: the last "# ///" line of the run of comment lines starting at line i (-1: none).
+    last_close = [-1] * (count + 1)
+    for i in range(count - 1, -1, -1):
+        line = lines[i]
+        if line == "#" or line.startswith("# "):
+            later = last_close[i + 1]
+            last_close[i] = later if later >= 0 else (i if line == "# ///" else -1)
+    blocks = []
+    i = 0
+    while i < count - 1:  # a header is followed by a newline
+        header = _PEP723_HEADER.fullmatch(lines[i])
+        close = last_close[i + 1] if header else -1
+        if header is None or close < i + 2:
+            i += 1
+            continue
+        blocks.append((header.group(1), "".join(line + "\n" for line in lines[i + 1:close])))
+        i = close + 1
+    return blocks
+
+
 def script_metadata(text: str) -> tuple[dict[str, Any] | None, str | None]:
     """The ``script`` block of PEP 723 inline metadata in ``text``.
 
@@ -94,14 +125,14 @@ def script_metadata(text: str) -> tuple[dict[str, Any] | None, str | None]:
         ``(metadata, None)``; ``(None, None)`` when there is no block;
         ``(None, problem)`` when the block is repeated or is not valid TOML.
     """
-    blocks = [m for m in _PEP723.finditer(text) if m.group("type") == "script"]
+    blocks = [content for kind, content in pep723_blocks(text) if kind == "script"]
     if not blocks:
         return None, None
     if len(blocks) > 1:
         return None, "more than one '# /// script' block (PEP 723 allows one)"
     content = "".join(
         line[2:] if line.startswith("# ") else line[1:]
-        for line in blocks[0].group("content").splitlines(keepends=True)
+        for line in blocks[0].splitlines(keepends=True)
     )
     try:
         return tomllib.loads(content), None

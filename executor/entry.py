@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     raw: bytes | None = None
     if forward and sys.stdin is not None:
         try:
-            raw = sys.stdin.buffer.read(client.MAX_PAYLOAD)
+            raw = sys.stdin.buffer.read(client.MAX_PAYLOAD + 1)  # one more: a larger payload is refused
         except (OSError, ValueError):
             raw = None  # the in-process path reads again and reports it as it always has
         if raw is not None:

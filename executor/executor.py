@@ -26,18 +26,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from executor import homes
+from executor import homes, orphans, staging
 from executor.allowlist import AllowCheck, AllowList, check_command, literal_words
 from executor.config import PROJECT_DIR_VARS, load_hooks, project_root
 from executor.depcache import DepCache, RunSetup, package_words, run_setup
@@ -140,6 +140,7 @@ def _unstage(runs: Sequence[_Run]) -> None:
                 shutil.rmtree(parents[depth], ignore_errors=True)
             break
         homes.unstage(run.extras)
+    staging.release()  # the owner lock file too, once nothing of this process is staged
 
 
 def _untrusted_note(details: Sequence[str], root: Path) -> str:
@@ -191,8 +192,14 @@ class HookExecutor:
         sandboxes: Mapping[str, Sandbox] | None = None,
         sandbox_factory: SandboxFactory = default_sandbox_factory,
         environ: Mapping[str, str] | None = None,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.settings = settings or load_settings()
+        self.cancelled = cancel or threading.Event()
+        """Set when the caller has gone (:meth:`abort`): nothing more is started."""
+        self.token = secrets.token_hex(8)
+        """This executor's ``hookcage.dispatch`` label: its containers, for :meth:`abort`."""
+        self._engine_used = False
         self._sandboxes: dict[str, Sandbox] = dict(sandboxes or {})
         self._owned: set[str] = set()
         self._factory = sandbox_factory
@@ -259,6 +266,8 @@ class HookExecutor:
         """
         spec = get_event(event) if isinstance(event, str) else event
         check_payload(spec, payload)
+        with contextlib.suppress(OSError):  # what a killed dispatch left (executor.staging)
+            staging.sweep_once(self.settings.home)
         root = self.root_for(payload)
         hookset = self.load(root)
         session = payload.get("session_id") or ""
@@ -275,6 +284,8 @@ class HookExecutor:
         # invalid copy never shadows a runnable one.
         runnable = {id(h) for h in dedupe([h for h in matching if hookset.skip(h) is None])}
         for hook in matching:
+            if self.cancelled.is_set():
+                break  # the caller has gone: judge and start nothing more
             skip = hookset.skip(hook)
             if skip is None and id(hook) not in runnable:
                 continue
@@ -547,7 +558,7 @@ class HookExecutor:
         # docker backend then lays that folder over the workspace as an overlay file system,
         # which a `git checkout` during the run cannot take away (a bind over a file can be
         # detached by unlinking the file on the host). See sandbox.docker.staged_tree.
-        folder = Path(tempfile.mkdtemp(prefix="run-", dir=self._staging_root()))
+        folder = staging.new_folder(self._staging_root(), "run")  # owned: swept if this process dies
         tree = folder / "tree"
         tree.mkdir(mode=0o755)
         tree.chmod(0o755)  # the workspace's root in the container: readable by the hook's user
@@ -595,7 +606,13 @@ class HookExecutor:
             run.outcome = apply_on_error(spec, run.outcome, hook.on_error)
             return
         try:
+            if self.cancelled.is_set():
+                raise SandboxError("not run: the dispatch was cancelled (its caller has gone)")
             sandbox = self._sandbox(hook.sandbox.backend)
+            # Who started it, stamped in the process that runs it (an async hook runs in a forked child).
+            labels = {**run.request.labels, orphans.DISPATCH_LABEL: self.token, orphans.OWNER_LABEL: orphans.owner_value()}
+            run.request = replace(run.request, labels=labels)
+            self._engine_used = self._engine_used or sandbox.name == "docker"
             run.request, run.extras = homes.prepare(run.request, hook_id=hook.id, sandbox=sandbox,
                                                     settings=self.settings, environ=self._environ)
             run.result = sandbox.run(run.request)
@@ -688,9 +705,38 @@ class HookExecutor:
             return
         # The log is for people; an unwritable log must not cost the verdict.
         with contextlib.suppress(OSError):
-            append_records(self.settings.run_log, records)
+            append_records(self.settings.run_log, records,
+                           max_bytes=self.settings.log_max_bytes, keep=self.settings.log_keep)
 
     # -- lifecycle -----------------------------------------------------------
+
+    def abort(self) -> int:
+        """Stop this executor's work: start nothing more, remove the containers it started.
+
+        For a caller that has gone (``hookcage dispatch`` on SIGTERM, the
+        daemon when its client hangs up). A run whose container is removed
+        ends at once as an error; staged files go with their runs (or, in a
+        process about to exit, :func:`executor.staging.remove_mine`). Runs in
+        a warm pool's containers are not reached: they end at their timeout.
+
+        Returns:
+            How many containers were removed.
+        """
+        self.cancelled.set()
+        if not self._engine_used:
+            return 0
+        from executor.sandbox.docker import default_client
+
+        try:
+            client = default_client()
+        except HookcageError:
+            return 0
+        try:
+            return orphans.remove_labelled(client, orphans.DISPATCH_LABEL, self.token)
+        except Exception:  # the engine is gone too: reap() removes them at expiry
+            return 0
+        finally:
+            client.close()
 
     def close(self) -> None:
         """Wait for background hooks, then close the sandboxes this executor built."""

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from executor import staging as staging_folders
 from executor.errors import SandboxError
 from executor.protocol import HookOutcome
 from executor.sandbox.base import Bind, RunRequest
@@ -394,7 +395,7 @@ def _stage_env_file(hookcage_home: Path, user: str | None) -> str:
     staging = hookcage_home / "staging"
     try:
         staging.mkdir(parents=True, exist_ok=True, mode=0o700)
-        folder = tempfile.mkdtemp(prefix="env-", dir=staging)
+        folder = str(staging_folders.new_folder(staging, "env"))  # owned: swept if this process dies
         path = os.path.join(folder, "claude-env")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:

@@ -5,9 +5,12 @@ The rules (Claude Code's, extended with tool-name aliases across agents):
 * ``None``, ``""`` and ``"*"`` match everything.
 * A matcher made only of letters, digits, ``_``, ``-``, space, ``,`` and ``|``
   is an exact name or a list of names split on ``|`` and ``,``.
-* Anything else is a regular expression, searched (unanchored).
-* An invalid regular expression never fires; :func:`compile_matcher` reports
-  it so the config loader can say where it is.
+* Anything else is a regular expression, searched (unanchored), by RE2
+  (:mod:`executor.linre`): time linear in the name searched, whatever the
+  pattern, so no matcher can stall a dispatch. RE2 is Python's syntax without
+  what needs backtracking: backreferences and lookaround are refused.
+* An invalid regular expression (for RE2) never fires; :func:`compile_matcher`
+  reports it so the config loader can say where it is.
 
 Tool events match ``tool_name``; the name and every alias of it (``Bash``,
 ``execute_command``, ``run_shell_command``, ...) are tried, so a hook written
@@ -21,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from executor import linre
 from executor.events import EventSpec
 
 # Each group is one tool as different agents name it; the first is canonical.
@@ -59,7 +63,7 @@ class Matcher:
 
     source: str | None
     names: frozenset[str] | None = None
-    pattern: re.Pattern[str] | None = None
+    pattern: linre.LinearPattern | None = None
     error: str | None = None
 
     @property
@@ -95,8 +99,8 @@ def compile_matcher(source: str | None) -> Matcher:
         names = {part.strip() for part in re.split(r"[|,]", source)} - {""}
         return Matcher(source, names=frozenset(names))
     try:
-        return Matcher(source, pattern=re.compile(source))
-    except re.error as exc:
+        return Matcher(source, pattern=linre.compile(source))
+    except linre.PatternError as exc:
         return Matcher(source, error=f"invalid regular expression {source!r}: {exc}")
 
 

@@ -1,8 +1,19 @@
 """The run log (one JSON line per hook considered) and ``once`` bookkeeping.
 
-Both live under ``$HOOKCAGE_HOME``. Lines of one dispatch are appended with a
-single ``write`` on an ``O_APPEND`` descriptor, so concurrent dispatches do not
-interleave within a line.
+Both live under ``$HOOKCAGE_HOME``. The log is bounded whatever a repository
+puts in a hook:
+
+* every string in a record is cut at :data:`FIELD_CAP` characters (a 3.9 MB
+  command once added 2.5 MB per event); the record then names the cut
+  fields in ``"truncated_fields"`` (``"command"``, ``"env_file.text"``);
+* past ``max_bytes`` the file is rotated: ``runs.jsonl`` becomes
+  ``runs.jsonl.1``, ``.1`` becomes ``.2``, ... and the oldest past ``keep``
+  is removed.
+
+Lines of one dispatch are appended with one ``write`` on an ``O_APPEND``
+descriptor, under a lock (``runs.jsonl.lock``) that rotation takes too, so
+concurrent dispatches neither interleave within a line nor lose one to a
+rotation.
 """
 
 from __future__ import annotations
@@ -10,22 +21,124 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from executor.text import cap_text
 
-def append_records(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
-    """Append records as JSON lines (file mode 0600, directory 0700)."""
-    data = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
+FIELD_CAP = 4096
+"""Characters kept of any one string in a run-log record."""
+DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+"""Size past which the run log is rotated (the ``log_max_bytes`` setting)."""
+DEFAULT_KEEP = 3
+"""Rotated files kept, ``runs.jsonl.1`` (newest) to ``runs.jsonl.3`` (the ``log_keep`` setting)."""
+LOCK_TIMEOUT = 10.0
+"""Seconds a dispatch waits for the log's lock before it gives up on its lines (never on its verdict)."""
+
+
+def cap_record(record: Mapping[str, Any], cap: int = FIELD_CAP) -> dict[str, Any]:
+    """``record`` with every string (nested ones too) cut at ``cap`` characters.
+
+    The cut fields are listed, by dotted path, in ``"truncated_fields"``.
+    """
+    cut: list[str] = []
+
+    def walk(value: Any, where: str) -> Any:
+        if isinstance(value, str):
+            if len(value) > cap:
+                cut.append(where)
+                return cap_text(value, cap)
+            return value
+        if isinstance(value, Mapping):
+            return {key: walk(item, f"{where}.{key}" if where else str(key)) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [walk(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        return value
+
+    capped: dict[str, Any] = walk(record, "")
+    if cut:
+        capped["truncated_fields"] = cut
+    return capped
+
+
+def append_records(
+    path: Path,
+    records: Iterable[Mapping[str, Any]],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    keep: int = DEFAULT_KEEP,
+) -> None:
+    """Append records as JSON lines (file mode 0600, directory 0700), capped and rotated.
+
+    Args:
+        path: the log file.
+        records: one mapping per line; strings are cut (:func:`cap_record`).
+        max_bytes: rotate first when this write would take the file past it
+            (0: never rotate).
+        keep: rotated files kept (``path.1`` ... ``path.<keep>``).
+
+    Raises:
+        OSError: the log cannot be written (or its lock not taken in
+            :data:`LOCK_TIMEOUT`); callers keep their verdict.
+    """
+    from filelock import FileLock
+
+    data = b"".join(_line(cap_record(r)) for r in records)
     if not data:
         return
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        regular = True
+    if not regular:  # a FIFO or /dev/stderr: nothing to rotate, nothing to lock
+        _append(path, data)
+        return
+    with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT, mode=0o600):
+        if max_bytes > 0:
+            try:
+                size = os.stat(path).st_size
+            except FileNotFoundError:
+                size = 0
+            if size > 0 and size + len(data) > max_bytes:
+                rotate(path, keep)
+        _append(path, data)
+
+
+def _line(record: Mapping[str, Any]) -> bytes:
+    text = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800"): escaped instead
+        return (json.dumps(record, default=str) + "\n").encode("ascii")
+
+
+def _append(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, data.encode("utf-8"))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+def rotate(path: Path, keep: int = DEFAULT_KEEP) -> None:
+    """Shift ``path`` to ``path.1``, ``path.1`` to ``path.2``, ...; drop what passes ``keep``.
+
+    The caller holds the log's lock.
+    """
+    keep = max(keep, 1)
+    oldest = path.with_name(f"{path.name}.{keep}")
+    oldest.unlink(missing_ok=True)
+    for index in range(keep - 1, 0, -1):
+        older = path.with_name(f"{path.name}.{index}")
+        if older.exists():
+            os.replace(older, path.with_name(f"{path.name}.{index + 1}"))
+    if path.exists():
+        os.replace(path, path.with_name(f"{path.name}.1"))
 
 
 def claim_once(state_dir: Path, session_id: str, hook_id: str) -> bool:

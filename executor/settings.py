@@ -121,6 +121,10 @@ class Settings(BaseSettings):
     """Write one JSON line per hook considered to ``runs.jsonl``."""
     log_file: Path | None = None
     """Where the run log goes (default ``$HOOKCAGE_HOME/runs.jsonl``)."""
+    log_max_bytes: int = Field(10 * 1024 * 1024, ge=0)
+    """Size past which the run log is rotated to ``runs.jsonl.1`` (0: never)."""
+    log_keep: int = Field(3, ge=1, le=100)
+    """Rotated run logs kept (``runs.jsonl.1`` ... ``runs.jsonl.<log_keep>``)."""
 
     # Docker backend defaults (per-hook ``sandbox`` options override them).
     image: str | None = None

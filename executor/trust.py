@@ -67,6 +67,12 @@ MAX_REFERENCED_FILES = 1000
 MAX_REFERENCED_TOTAL = 64 * 1024 * 1024
 """Bytes all the referenced files of one command may hold together."""
 
+MAX_REFERENCE_DEPTH = 64
+"""Path components a reference may have, directories expanded (deeper is refused, quickly)."""
+
+MAX_WALKED_PATHS = 5_000
+"""Paths (directories included) one command's references may expand to before it is refused."""
+
 MAX_FILE_TEXT = 256 * 1024
 """Bytes of each referenced file kept in a trust record for the next review's diff.
 
@@ -405,6 +411,13 @@ _Parts = tuple[str, ...]
 _Links = tuple[tuple[_Parts, str], ...]
 
 
+def _show_path(parts: Sequence[str]) -> str:
+    """A long path for a message: its first components, then how many more."""
+    if len(parts) <= 8:
+        return "/".join(parts)
+    return "/".join(parts[:8]) + f"/... ({len(parts) - 8} more components)"
+
+
 class _References:
     """The two passes of :func:`collect_references` over one project root."""
 
@@ -418,6 +431,7 @@ class _References:
         self.walks: dict[_Parts, tuple[_Parts | None, _Links]] = {}
         self.kinds: dict[_Parts, str] = {}
         self.total = 0
+        self.walked = 0  # paths expanded so far (MAX_WALKED_PATHS)
 
     # -- first pass: resolve and check, read nothing --------------------------------
 
@@ -426,6 +440,8 @@ class _References:
         raw = self._candidate(word)
         if raw is None:
             return
+        if len(raw) > MAX_REFERENCE_DEPTH:
+            raise UnsafeReference(_show_path(raw), f"has more than {MAX_REFERENCE_DEPTH} path components")
         parts = self._lexical(raw, word)
         if parts:  # the root itself is the workspace, not a reference
             self._add_tree(parts, word)
@@ -485,6 +501,11 @@ class _References:
         stack: list[tuple[_Parts, frozenset[_Parts]]] = [(parts, frozenset())]
         while stack:
             lexical, ancestors = stack.pop()
+            self.walked += 1
+            if self.walked > MAX_WALKED_PATHS:
+                raise UnsafeReference(word, f"expands to more than {MAX_WALKED_PATHS} paths")
+            if len(lexical) > MAX_REFERENCE_DEPTH:
+                raise UnsafeReference(_show_path(lexical), f"nests deeper than {MAX_REFERENCE_DEPTH} directories")
             real, links = self._walk(lexical, word)
             for location, text in links:
                 self._add_link(location, text, word)
@@ -505,6 +526,8 @@ class _References:
                     names = sorted(os.listdir(self._abs(real)))
                 except OSError as exc:
                     raise UnsafeReference("/".join(lexical), f"cannot be listed ({_reason(exc)})") from exc
+                if self.walked + len(stack) + len(names) > MAX_WALKED_PATHS:
+                    raise UnsafeReference(word, f"expands to more than {MAX_WALKED_PATHS} paths")
                 below = ancestors | {real}
                 stack.extend(((*lexical, name), below) for name in reversed(names))
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from executor.events import get_event
+from executor.hooks import Scope, parse_hook_file
 from executor.matchers import compile_matcher, event_matches, tool_names
 
 
@@ -177,3 +181,90 @@ def test_absent_session_start_source_matches_only_match_all() -> None:
     spec = get_event("SessionStart")
     assert event_matches(spec, compile_matcher(""), {})
     assert not event_matches(spec, compile_matcher("startup"), {})
+
+
+# -- no matcher can stall a dispatch (issue 11, "No input stalls a gate") ---------------------
+
+
+
+BOUND = 2.0
+"""Seconds that prove "not catastrophic" on a noisy 2-core machine (a backtracking engine takes hours)."""
+
+# Patterns that take exponential or polynomial time in a backtracking engine.
+CATASTROPHIC = [
+    r"(?:\w|\w|\w|\w|\w|\w)*!",  # the one that hung dispatch
+    r"(a+)+$", r"(a|a)*$", r"(a|aa)+$", r"(.*a){20}", r"(\w+\s?)*$", r"^(a+)+b",
+    r"(x+x+)+y", r"([a-zA-Z]+)*!", r"(.*)*!", r"^(\d+)*$", r"(?:a*)*b", r"(a*)*(b*)*c",
+    r".*.*.*.*.*.*.*.*=", r"(?i)(?:[a-z]|[a-z]|[a-z])*!",
+]
+HOSTILE_NAMES = ["a" * 100_000, "a" * 50_000 + "!", "x" * 100_000 + "z", "1" * 100_000 + "x",
+                 "ab " * 30_000, "\u00e9" * 50_000, "a" * 10_000 + "\ud800"]
+
+
+def test_the_catastrophic_matcher_of_the_issue_answers_at_once() -> None:
+    matcher = compile_matcher(r"(?:\w|\w|\w|\w|\w|\w)*!")
+    assert matcher.error is None
+    payload = {"tool_name": "a" * 100_000, "tool_input": {}}
+    started = time.monotonic()
+    assert not event_matches(get_event("PreToolUse"), matcher, payload)
+    assert event_matches(get_event("PreToolUse"), matcher, {"tool_name": "ab!", "tool_input": {}})
+    assert time.monotonic() - started < BOUND
+
+
+@pytest.mark.parametrize("pattern", CATASTROPHIC)
+def test_patterns_that_backtrack_forever_elsewhere_are_linear_here(pattern: str) -> None:
+    matcher = compile_matcher(pattern)
+    started = time.monotonic()
+    for name in HOSTILE_NAMES:
+        matcher.matches(name, tool=True)
+    assert time.monotonic() - started < BOUND
+
+
+@pytest.mark.parametrize("pattern", [
+    r"(a)\1", r"(?P<x>a)(?P=x)", r"(?=Bash)B", r"(?!Bash).*", r"(?<=mcp__)x", r"(?<!a)b",
+    r"a{1001}", r"((a{100}){100}){100}", r"(?:(?:(?:(?:(?:a{50}){50}){50}){50}){50})", "Bash(",
+])
+def test_what_needs_backtracking_or_too_much_memory_is_an_invalid_matcher(pattern: str) -> None:
+    matcher = compile_matcher(pattern)
+    assert matcher.error is not None and "invalid regular expression" in matcher.error
+    assert not matcher.matches("Bash", tool=True) and not matcher.matches("a" * 2000)
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", r"(?=Bash)Bash", r"(?:\w|\w)*!("])
+def test_an_invalid_matcher_is_reported_at_load_with_file_and_json_path(pattern: str) -> None:
+    data = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "ls"}]},
+                                     {"matcher": pattern, "hooks": [{"type": "command", "command": "ls"}]}]}}
+    loaded = parse_hook_file(data, scope=Scope.USER, source="/home/u/hooks.json")
+    problems = [p for p in loaded.problems if "invalid regular expression" in p.message]
+    assert len(problems) == 1
+    assert problems[0].source == "/home/u/hooks.json" and problems[0].path == "$.hooks.PreToolUse[1].matcher"
+    never = [h for h in loaded.hooks if h.matcher.source == pattern]
+    assert all(not h.matcher.matches("Bash", tool=True) for h in never)
+
+
+def test_rejecting_an_invalid_matcher_prints_nothing_on_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    # RE2 logs parse errors to stderr by default; on the dispatch path stderr is a block reason.
+    compile_matcher(r"(a)\1")
+    compile_matcher(r"(?=x)")
+    assert capfd.readouterr().err == ""
+
+
+def test_lone_surrogates_in_a_name_or_pattern_are_no_error() -> None:
+    assert compile_matcher("^mcp__.*").matches("mcp__\ud800x", tool=True)
+    assert compile_matcher("x\ud800").error is None or not compile_matcher("x\ud800").matches("x")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    atoms=st.lists(st.sampled_from([r"\w", "a", ".", "(?:a|a)", "a*", "(a+)", r"\d", "[ab]", r"\s?", "x+"]),
+                   min_size=1, max_size=8),
+    star=st.sampled_from(["*", "+", "{0,30}", "?", ""]),
+    tail=st.sampled_from(["!", "$", "b", "", "(?:a|aa)*$"]),
+    name=st.text(alphabet="aab1 !\u00e9", min_size=0, max_size=60).map(lambda s: s * 500),
+)
+def test_any_matcher_answers_within_the_bound_on_a_long_name(atoms: list[str], star: str, tail: str, name: str) -> None:
+    pattern = "(?:" + "|".join(atoms) + ")" + star + tail
+    matcher = compile_matcher(pattern)
+    started = time.monotonic()
+    matcher.matches(name, tool=True)
+    assert time.monotonic() - started < BOUND
