@@ -107,3 +107,41 @@ class FakeEngine(threading.Thread):
         self.sock.sendall(self.reply)
         if not self.keep_open:
             self.sock.close()
+
+
+CLEARED_ENV = ("CLAUDE_PROJECT_DIR", "CLAUDE_ENV_FILE", "HOOKCAGE_PROJECT_DIR", "HOOKCAGE_HOME_CAP")
+"""Variables of the test runner's own environment that would leak into a user's run."""
+
+
+class CliUser:
+    """A repository (``root``, with its ``.hookcage`` folder) and a user who runs the
+    real ``hookcage`` console script in it, with an isolated ``HOOKCAGE_HOME``.
+
+    Integration suites subclass it with the hooks their attacks need.
+    """
+
+    def __init__(self, tmp: Path, root: Path, kind: str, *, home: Path | None = None) -> None:
+        self.home = home or tmp / "hookcage-home"
+        self.home.mkdir(exist_ok=True)
+        self.root = root
+        self.hookdir = root / ".hookcage"
+        self.hookdir.mkdir(exist_ok=True)
+        self.hookdir.chmod(0o755)
+        self.env = {**os.environ, "HOOKCAGE_HOME": str(self.home), "HOOKCAGE_MANAGED_DIR": str(tmp / "managed")}
+        for name in CLEARED_ENV:
+            self.env.pop(name, None)
+        self.session = agent_session(kind)
+
+    def run(self, *args: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Path | None = None,
+            timeout: float = 180) -> Any:
+        """``hookcage ARGS`` with ``stdin``; returns the ``subprocess.CompletedProcess[str]``."""
+        import shutil
+        import subprocess
+
+        hookcage = shutil.which("hookcage")
+        assert hookcage is not None, "the hookcage console script is not installed"
+        return subprocess.run([hookcage, *args], input=stdin, capture_output=True, text=True,
+                              cwd=cwd or self.root, env={**self.env, **(env or {})}, timeout=timeout)
+
+    def allow(self, *entries: str) -> None:
+        allow(self.home, entries)

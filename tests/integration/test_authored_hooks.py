@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import agent_session, allow
+from support import CliUser, agent_session
 
 from executor.sandbox.base import RunRequest
 from executor.sandbox.pool import PooledDockerSandbox
@@ -24,21 +24,11 @@ pytestmark = pytest.mark.docker
 HOOKCAGE = shutil.which("hookcage")
 
 
-class Project:
+class Project(CliUser):
     """A repository with hooks, and a user (an isolated HOOKCAGE_HOME) who runs hookcage in it."""
 
     def __init__(self, tmp: Path, root: Path) -> None:
-        self.home = tmp / "hookcage-home"
-        self.home.mkdir()
-        self.root = root
-        self.hookdir = root / ".hookcage"
-        self.hookdir.mkdir(exist_ok=True)
-        self.hookdir.chmod(0o755)
-        self.env = {**os.environ, "HOOKCAGE_HOME": str(self.home),
-                    "HOOKCAGE_MANAGED_DIR": str(tmp / "managed")}
-        self.env.pop("CLAUDE_PROJECT_DIR", None)
-        self.env.pop("CLAUDE_ENV_FILE", None)
-        self.session = agent_session("authored")
+        super().__init__(tmp, root, "authored")
 
     def script(self, name: str, text: str, mode: int = 0o755) -> Path:
         path = self.hookdir / name
@@ -53,15 +43,6 @@ class Project:
             group["matcher"] = matcher
         path.write_text(json.dumps({"hooks": {event: [group]}}))
         path.chmod(0o644)
-
-    def run(self, *args: str, stdin: str = "", env: dict[str, str] | None = None,
-            timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        assert HOOKCAGE is not None
-        return subprocess.run([HOOKCAGE, *args], input=stdin, capture_output=True, text=True,
-                              cwd=self.root, env={**self.env, **(env or {})}, timeout=timeout)
-
-    def allow(self, *entries: str) -> None:
-        allow(self.home, entries)
 
     def trust(self) -> subprocess.CompletedProcess[str]:
         proc = self.run("trust", "--all", "--yes")

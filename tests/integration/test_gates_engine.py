@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import agent_session, allow, containers_created
+from support import CliUser, allow, containers_created
 
 from executor.executor import HookExecutor
 from executor.sandbox.base import RunRequest, RunResult
@@ -28,19 +28,11 @@ pytestmark = pytest.mark.docker
 HOOKCAGE = shutil.which("hookcage")
 
 
-class Project:
+class Project(CliUser):
     def __init__(self, tmp: Path, workspace: Path) -> None:
-        self.home = tmp / "home"
-        self.home.mkdir()
-        self.root = workspace
-        hookdir = workspace / ".hookcage"
-        hookdir.mkdir(exist_ok=True)
-        hookdir.chmod(0o755)
-        self.script = hookdir / "guard.sh"
+        super().__init__(tmp, workspace, "gate")
+        self.script = self.hookdir / "guard.sh"
         self.write_script("echo guard-v1 >&2; exit 2\n")
-        self.env = {**os.environ, "HOOKCAGE_HOME": str(self.home),
-                    "HOOKCAGE_MANAGED_DIR": str(tmp / "managed")}
-        self.session = agent_session("gate")
 
     def write_script(self, text: str) -> None:
         self.script.write_text(text)
@@ -52,15 +44,11 @@ class Project:
         path.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": handlers}]}}))
         path.chmod(0o644)
 
-    def run(self, *args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
-        assert HOOKCAGE is not None
-        return subprocess.run([HOOKCAGE, *args], input=stdin, capture_output=True, text=True,
-                              cwd=self.root, env={**self.env, **env}, timeout=120)
-
     def dispatch(self, **env: str) -> subprocess.CompletedProcess[str]:
         payload = {"session_id": self.session, "cwd": str(self.root), "tool_name": "Bash",
                    "tool_input": {"command": "rm -rf /"}}
-        return self.run("dispatch", "PreToolUse", stdin=json.dumps(payload), **env)
+        proc: subprocess.CompletedProcess[str] = self.run("dispatch", "PreToolUse", stdin=json.dumps(payload), env=env)
+        return proc
 
 
 GUARD = "sh $CLAUDE_PROJECT_DIR/.hookcage/guard.sh"

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import agent_session, allow
+from support import CliUser, agent_session, allow
 
 from executor import homes
 from executor.sandbox.base import Bind, RunRequest
@@ -30,21 +29,11 @@ LOGGER = "jq -r .tool_input.command >> ~/.claude/bash-command-log.txt"
 """A command logger exactly as its authors publish it."""
 
 
-class Project:
+class Project(CliUser):
     """A repository with hooks, and a user (an isolated HOOKCAGE_HOME) who runs hookcage in it."""
 
     def __init__(self, tmp: Path, root: Path, home: Path | None = None) -> None:
-        self.home = home or tmp / "hookcage-home"
-        self.home.mkdir(exist_ok=True)
-        self.root = root
-        self.hookdir = root / ".hookcage"
-        self.hookdir.mkdir(exist_ok=True)
-        self.hookdir.chmod(0o755)
-        self.env = {**os.environ, "HOOKCAGE_HOME": str(self.home),
-                    "HOOKCAGE_MANAGED_DIR": str(tmp / "managed")}
-        for name in ("CLAUDE_PROJECT_DIR", "CLAUDE_ENV_FILE", "HOOKCAGE_HOME_CAP"):
-            self.env.pop(name, None)
-        self.session = agent_session("homes")
+        super().__init__(tmp, root, "homes", home=home)
 
     def script(self, name: str, text: str) -> str:
         path = self.hookdir / name
@@ -58,11 +47,6 @@ class Project:
         path.write_text(json.dumps({"hooks": {event: groups}}))
         path.chmod(0o644)
         allow(self.home, [h["command"] for h in handlers])
-
-    def run(self, *args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        assert HOOKCAGE is not None
-        return subprocess.run([HOOKCAGE, *args], input=stdin, capture_output=True, text=True,
-                              cwd=self.root, env={**self.env, **(env or {})}, timeout=180)
 
     def trust(self) -> None:
         proc = self.run("trust", "--all", "--yes")

@@ -13,38 +13,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import POOL_OWNERS, agent_session, allow
+from support import POOL_OWNERS, CliUser, allow
 
 pytestmark = pytest.mark.docker
 HOOKCAGE = shutil.which("hookcage")
 SLOW = "sh $CLAUDE_PROJECT_DIR/.hookcage/slow.sh .hookcage/blob.txt"
 
 
-class Project:
+class Project(CliUser):
     def __init__(self, tmp: Path, workspace: Path) -> None:
-        self.home = tmp / "home"
-        self.home.mkdir()
-        self.root = workspace
-        hookdir = workspace / ".hookcage"
-        hookdir.mkdir(exist_ok=True)
-        hookdir.chmod(0o755)
+        super().__init__(tmp, workspace, "leftover")
+        hookdir = self.hookdir
         (hookdir / "slow.sh").write_text("sleep 90\n")
         (hookdir / "blob.txt").write_bytes(os.urandom(3 * 1024 * 1024))  # a large reviewed file, staged per run
         (hookdir / "hooks.json").write_text(json.dumps({"hooks": {"PreToolUse": [
             {"matcher": "Bash", "hooks": [{"type": "command", "command": SLOW, "timeout": 120}]}]}}))
         for path in hookdir.iterdir():
             path.chmod(0o644)
-        self.env = {**os.environ, "HOOKCAGE_HOME": str(self.home), "HOOKCAGE_MANAGED_DIR": str(tmp / "managed"),
-                    "HOOKCAGE_POOL_SIZE": "0"}
+        self.env["HOOKCAGE_POOL_SIZE"] = "0"
         self.env.pop("HOOKCAGE_NO_DAEMON", None)
-        self.session = agent_session("leftover")
         allow(self.home, [SLOW])
         assert self.run("trust", "--all", "--yes").returncode == 0
-
-    def run(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        assert HOOKCAGE is not None
-        return subprocess.run([HOOKCAGE, *args], capture_output=True, text=True, cwd=self.root,
-                              env={**self.env, **env}, timeout=120)
 
     def start_dispatch(self, **env: str) -> subprocess.Popen[bytes]:
         assert HOOKCAGE is not None

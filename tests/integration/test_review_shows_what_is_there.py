@@ -13,14 +13,13 @@ import pty
 import re
 import select
 import shutil
-import subprocess
 import time
 import unicodedata
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import agent_session, allow
+from support import CliUser, allow
 
 pytestmark = pytest.mark.docker
 HOOKCAGE = shutil.which("hookcage")
@@ -28,17 +27,10 @@ GUARD = "sh $CLAUDE_PROJECT_DIR/.hookcage/guard.sh"
 PROMPTS = (b"[y/N]:", b"[full/N]:")
 
 
-class Repo:
+class Repo(CliUser):
     def __init__(self, tmp: Path, workspace: Path) -> None:
-        self.home = tmp / "home"
-        self.home.mkdir()
-        self.root = workspace
-        hookdir = workspace / ".hookcage"
-        hookdir.mkdir(exist_ok=True)
-        hookdir.chmod(0o755)
-        self.script = hookdir / "guard.sh"
-        self.env = {**os.environ, "HOOKCAGE_HOME": str(self.home), "HOOKCAGE_MANAGED_DIR": str(tmp / "managed")}
-        self.session = agent_session("review")
+        super().__init__(tmp, workspace, "review")
+        self.script = self.hookdir / "guard.sh"
 
     def write(self, data: bytes) -> None:
         self.script.write_bytes(data)
@@ -50,11 +42,6 @@ class Repo:
         path.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [handler]}]}}))
         path.chmod(0o644)
         allow(self.home, [command])
-
-    def run(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        assert HOOKCAGE is not None
-        return subprocess.run([HOOKCAGE, *args], input=stdin, capture_output=True, text=True,
-                              cwd=self.root, env=self.env, timeout=120)
 
     def review(self, answers: list[bytes], *args: str) -> tuple[bytes, str]:
         """Run `hookcage trust ARGS` on a pseudo-terminal, answering each prompt in turn.

@@ -17,24 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import agent_session, allow
+from support import CliUser, allow
 
 pytestmark = pytest.mark.docker
 HOOKCAGE = shutil.which("hookcage")
 
 
-class Repo:
+class Repo(CliUser):
     """A hostile repository and a user (an isolated HOOKCAGE_HOME) running hookcage in it."""
 
     def __init__(self, tmp: Path, root: Path) -> None:
-        self.home = tmp / "hookcage-home"
-        self.home.mkdir()
-        self.root = root
-        self.env = {**os.environ, "HOOKCAGE_HOME": str(self.home),
-                    "HOOKCAGE_MANAGED_DIR": str(tmp / "managed")}
-        for name in ("CLAUDE_PROJECT_DIR", "CLAUDE_ENV_FILE", "HOOKCAGE_PROJECT_DIR"):
-            self.env.pop(name, None)
-        self.session = agent_session("reviewed")
+        super().__init__(tmp, root, "reviewed")
+        # What the agent gives hookcage: the project dir, whatever folder it is in.
+        self.env["CLAUDE_PROJECT_DIR"] = str(root)
 
     def file(self, relative: str, text: str, mode: int = 0o644) -> Path:
         path = self.root / relative
@@ -50,17 +45,6 @@ class Repo:
     def hooks(self, *handlers: dict[str, Any], event: str = "UserPromptSubmit") -> None:
         group = {"hooks": [{"type": "command", **h} for h in handlers]}
         self.file(".hookcage/hooks.json", json.dumps({"hooks": {event: [group]}}))
-
-    def run(self, *args: str, stdin: str = "", cwd: Path | None = None,
-            timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        assert HOOKCAGE is not None
-        return subprocess.run([HOOKCAGE, *args], input=stdin, capture_output=True, text=True,
-                              cwd=cwd or self.root, env=self.agent_env, timeout=timeout)
-
-    @property
-    def agent_env(self) -> dict[str, str]:
-        """What the agent gives hookcage: the project dir, whatever folder it is in."""
-        return {**self.env, "CLAUDE_PROJECT_DIR": str(self.root)}
 
     def trust(self) -> subprocess.CompletedProcess[str]:
         proc = self.run("trust", "--all", "--yes")
@@ -243,7 +227,7 @@ def test_swapping_the_script_during_the_run_changes_nothing(
     with payload.open() as stdin:
         proc = subprocess.Popen([HOOKCAGE, "dispatch", "UserPromptSubmit"], stdin=stdin,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=repo.root, env=repo.agent_env)
+                                cwd=repo.root, env=repo.env)
     # Swap once the hook's container runs (delay 0: at once; 1.5: while the hook sleeps).
     deadline = time.monotonic() + 60
     while not docker_api.containers(filters={"label": f"hookcage.session={repo.session}"}):
