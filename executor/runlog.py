@@ -108,11 +108,10 @@ def append_records(
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
-    text = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800"): escaped instead
-        return (json.dumps(record, default=str) + "\n").encode("ascii")
+    # ASCII JSON: whoever `cat`s or `tail -f`s the log sees a hostile hook's
+    # escapes, bidi overrides and C1 controls as \uXXXX, never interpreted
+    # (and a lone surrogate, which JSON allows, can always be written).
+    return (json.dumps(record, ensure_ascii=True, default=str) + "\n").encode("ascii")
 
 
 def _append(path: Path, data: bytes) -> None:

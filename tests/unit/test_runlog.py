@@ -110,3 +110,13 @@ def test_a_lone_surrogate_in_a_record_is_written_escaped(tmp_path: Path) -> None
     log = tmp_path / "runs.jsonl"
     append_records(log, [{"command": "echo \ud800"}])
     assert json.loads(log.read_text())["command"] == "echo \ud800"
+
+
+def test_the_log_holds_no_raw_escape_or_bidi_character(tmp_path: Path) -> None:
+    # A hostile hook's name reaches the log; `cat runs.jsonl` must not repaint the terminal.
+    log = tmp_path / "runs.jsonl"
+    hostile = "\x1b[2J\x1b]52;c;ZXZpbA==\x07\u202egnp.exe\x9b31m\ud800"
+    append_records(log, [{"name": hostile, "command": "echo é"}])
+    raw = log.read_bytes()
+    assert raw.isascii() and b"\x1b" not in raw and b"\x07" not in raw
+    assert json.loads(raw)["name"] == hostile  # nothing lost: the reader gets the exact text
