@@ -823,7 +823,7 @@ def doctor() -> None:
     Example:
         hookcage doctor
     """
-    from executor.images import RUNNER_IMAGE, image_exists
+    from executor.images import RUNNER_IMAGE, image_exists, runner_image_current
     from executor.sandbox.docker import default_client, engine_info
     from executor.settings import load_settings
 
@@ -844,7 +844,12 @@ def doctor() -> None:
         raise CliExit(1) from None
     report(True, f"Docker engine {info['version']} (API {info['api_version']}), {info['os']}, kernel {info['kernel']}")
     image_name = settings.image or RUNNER_IMAGE
-    report(image_exists(client, image_name), f"image {image_name} present", "hookcage image build")
+    present = image_exists(client, image_name)
+    report(present, f"image {image_name} present", "hookcage image build")
+    if present and image_name == RUNNER_IMAGE:
+        # An image built from older inputs lacks what hooks now expect (node, uv, ruff...).
+        report(runner_image_current(client), f"image {image_name} built from this version's recipe",
+               "hookcage image build (rebuilds what changed)")
     report(info["memory_limit"], "memory limits enforced", "enable the memory cgroup controller")
     report(info["swap_limit"] or info["cgroup_version"] == "2", "swap limits enforced (no swap for hooks)",
            "boot with swapaccount=1, or use cgroup v2")

@@ -340,6 +340,7 @@ def test_cli_run_engine_down(workspace: Path) -> None:
 def test_cli_doctor(runner_image: str) -> None:
     proc = hookcage("doctor")
     assert b"Docker engine" in proc.stdout and b"image hookcage/runner" in proc.stdout
+    assert b"[ok] image hookcage/runner:" in proc.stdout and b"built from this version's recipe" in proc.stdout
     down = hookcage("doctor", DOCKER_HOST="unix:///nonexistent/docker.sock")
     assert down.returncode == 1 and b"fix: start Docker" in down.stdout
 
