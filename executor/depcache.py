@@ -41,12 +41,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from executor import staging as staging_folders
-from executor.deps import Need
+from executor.deps import NODE_LOCKS, NODE_SUFFIXES, Need
 from executor.errors import HookcageError
 from executor.sandbox.base import Bind, RunRequest, RunResult, SandboxOptions
 from executor.text import decode, first_line, sanitize
@@ -249,9 +249,7 @@ class _Job:
     labels: dict[str, str]
     files: dict[str, FileState]
     target: Target | None = None
-
-    def __post_init__(self) -> None:
-        self.installed: list[str] = []
+    installed: list[str] = field(default_factory=list)
 
     def _request(self, command: str, *, overlays: Mapping[str, str] | None = None,
                  binds: Sequence[Bind] = (), env: Mapping[str, str] | None = None,
@@ -348,7 +346,7 @@ class _Job:
         for folder in [package, *package.rglob("*")]:
             if folder.is_dir():
                 folder.chmod(0o777)
-        lock = next((name for name in ("package-lock.json", "npm-shrinkwrap.json")
+        lock = next((name for name in NODE_LOCKS
                      if f"{prefix}{name}" in self.files), None)
         verb = "ci" if lock else "install"
         offline = not need.registry
@@ -400,14 +398,14 @@ def package_words(files: Sequence[FileState], root: Path) -> list[str]:
     """
     words: list[str] = []
     for state in files:
-        if not state.path.endswith((".js", ".mjs", ".cjs")):
+        if not state.path.endswith(NODE_SUFFIXES):
             continue
         folder = posixpath.dirname(state.path)
         while True:
             manifest = posixpath.join(folder, "package.json") if folder else "package.json"
             if os.path.lexists(root / manifest):
                 words.append("./" + manifest)
-                for lock in ("package-lock.json", "npm-shrinkwrap.json"):
+                for lock in NODE_LOCKS:
                     name = posixpath.join(folder, lock) if folder else lock
                     if os.path.lexists(root / name):
                         words.append("./" + name)

@@ -24,7 +24,7 @@ import json
 import posixpath
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -160,18 +160,6 @@ def uv_need(path: str, data: bytes) -> Need | None:
     if bad:
         return Need("uv", path, tuple(deps), python, problem=f"not a requirement: {bad[0]!r}")
     return Need("uv", path, tuple(deps), python)
-
-
-def package_dir(script: str, package_jsons: Iterable[str]) -> str | None:
-    """The directory of the nearest ``package.json`` above ``script`` (project-relative), if any."""
-    known = {posixpath.dirname(p) or "." for p in package_jsons}
-    folder = posixpath.dirname(script) or "."
-    while True:
-        if folder in known:
-            return folder
-        if folder == ".":
-            return None
-        folder = posixpath.dirname(folder) or "."
 
 
 def node_need(folder: str, data: bytes) -> Need | None:

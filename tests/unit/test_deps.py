@@ -14,7 +14,6 @@ from executor.deps import (
     cache_key,
     find_needs,
     node_need,
-    package_dir,
     script_metadata,
     uv_need,
 )
@@ -106,13 +105,6 @@ def test_a_package_without_dependencies_or_with_bad_json() -> None:
     assert node_need(".", b'{"name": "x"}') is None
     bad = node_need(".", b"{nope")
     assert bad is not None and bad.problem == "package.json is not valid JSON"
-
-
-def test_the_nearest_package_json_above_a_script() -> None:
-    manifests = ["package.json", ".claude/hooks/package.json"]
-    assert package_dir(".claude/hooks/guard.js", manifests) == ".claude/hooks"
-    assert package_dir(".claude/other/x.js", manifests) == "."
-    assert package_dir("x.js", ["sub/package.json"]) is None
 
 
 def test_find_needs_reads_python_scripts_and_manifests_only() -> None:
