@@ -83,8 +83,8 @@ def settle(pool: Any, spares: int) -> None:
 
 class Bench:
     def __init__(self, runs: int, seconds: float) -> None:
-        from executor.images import RUNNER_IMAGE
         from executor.sandbox.docker import default_client
+        from executor.sandbox.images import RUNNER_IMAGE
 
         self.runs, self.seconds = runs, seconds
         self.client = default_client()

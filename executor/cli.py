@@ -21,9 +21,9 @@ from typing import Any, NoReturn
 import click
 
 from executor import __version__
-from executor.answer import MAX_PAYLOAD, dispatch_bytes, fail_closed_env, internal_error
+from executor.core.events import EVENTS
 from executor.errors import HookcageError, PayloadError
-from executor.events import EVENTS
+from executor.service.answer import MAX_PAYLOAD, dispatch_bytes, fail_closed_env, internal_error
 
 
 @dataclass(frozen=True)
@@ -46,19 +46,19 @@ def _error(message: str) -> None:
 
 
 REDACTED = "***"
-"""What :func:`executor.text.redact` puts in place of a secret."""
+"""What :func:`executor.core.text.redact` puts in place of a secret."""
 
 
 def _shown(text: str) -> str:
     """An error or a notice as people see it: one line, escapes visible, secrets redacted."""
-    from executor.text import MESSAGE_CAP, one_line, redact
+    from executor.core.text import MESSAGE_CAP, one_line, redact
 
     return redact(one_line(text, MESSAGE_CAP))
 
 
 def _field(value: object) -> str:
     """One field of a listing or the review (a name, a command, a path), on one line with escapes visible."""
-    from executor.text import one_line
+    from executor.core.text import one_line
 
     return one_line(str(value))
 
@@ -103,7 +103,7 @@ def dispatch(obj: Any, event: str | None, agent: str | None) -> None:
                "tool_input":{"command":"rm -rf /"}}' | hookcage dispatch PreToolUse
         hookcage dispatch --agent codebuddy PreToolUse < payload.json
     """
-    from executor.protocol import DIALECTS, agent_names
+    from executor.core.protocol import DIALECTS, agent_names
 
     if agent == "help":
         for dialect in DIALECTS.values():
@@ -131,7 +131,7 @@ def dispatch(obj: Any, event: str | None, agent: str | None) -> None:
 
 
 def _release_staging() -> None:
-    from executor import staging
+    from executor.sandbox import staging
 
     staging.release()
 
@@ -158,7 +158,7 @@ def _clean_up_on_signal(executors: list[Any]) -> None:
     import contextlib
     import signal
 
-    from executor import staging
+    from executor.sandbox import staging
 
     def handler(signum: int, frame: Any) -> None:
         for other in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -271,7 +271,7 @@ def validate(paths: Sequence[Path], project: Path | None) -> None:
         hookcage validate .hookcage/hooks.json
     """
     from executor.config import guess_scope, load_hook_file, scope_files
-    from executor.hooks import HookFile
+    from executor.core.hooks import HookFile
 
     executor, root = _executor_and_root(project)
     files: list[HookFile] = []
@@ -313,7 +313,7 @@ REVIEW_LINES = 200
 
 def _file_lines(data: bytes) -> list[str]:
     """The lines of a file exactly (each with its newline; bytes that are not UTF-8 kept)."""
-    from executor.text import decode_exact
+    from executor.core.text import decode_exact
 
     return _split_lf(decode_exact(data))
 
@@ -327,7 +327,7 @@ def _split_lf(text: str) -> list[str]:
 
 def _review_line(gutter: str, line: str) -> str:
     """One line of a file or diff in the review: ``!`` in the margin when it holds escaped characters."""
-    from executor.text import count_escapes, one_line
+    from executor.core.text import count_escapes, one_line
 
     ending = line.endswith("\n")
     body = line[:-1] if ending else line
@@ -357,7 +357,7 @@ def _show_file(state: Any, previous: Any, limit: int | None) -> int:
     """
     import difflib
 
-    from executor.text import count_escapes
+    from executor.core.text import count_escapes
 
     if state.kind == "missing":
         click.echo(f"    {_field(state.path)}: (does not exist yet: trusting covers its absence)")
@@ -380,7 +380,7 @@ def _show_file(state: Any, previous: Any, limit: int | None) -> int:
         return 0
     lines = _file_lines(data)
     if old is not None:
-        from executor.trust import MAX_FILE_TEXT
+        from executor.gates.trust import MAX_FILE_TEXT
 
         diff = list(difflib.unified_diff(_split_lf(old), lines, "reviewed", "now", n=3))[2:]
         if diff:
@@ -443,7 +443,7 @@ def _ask_trust(frame: str, hidden: bool, show_all: Any) -> bool:
 
 def _show_dependencies(subject: Any) -> None:
     """The review's lines about what the hook's scripts need fetched (network is used only then)."""
-    from executor.deps import find_needs
+    from executor.core.deps import find_needs
 
     for need in find_needs(subject.files):
         if need.problem:
@@ -538,7 +538,7 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
                    f"timeout {hook.timeout:g}s" + (f", env {_field(dict(hook.env))}" if hook.env else ""))
         caps = _field(", ".join(subject.capabilities)) or "none (may deny, block, ask, add context)"
         click.echo(f"    capabilities asked for: {caps}")
-        from executor.homes import review_notes
+        from executor.sandbox.homes import review_notes
 
         for note in review_notes(hook.sandbox.home, subject.capabilities):
             click.echo(f"    {note}")
@@ -702,7 +702,7 @@ def allow(entry: str | None, deny: bool, remove: bool, show: bool) -> None:
     verb = "removed from" if remove else "added to"
     what = "deny list" if deny else "allow-list"
     click.echo(f"{entry!r} {verb} the {what} in {path}" if changed else f"{entry!r}: nothing to change in {path}")
-    from executor.allowlist import entry_warning
+    from executor.gates.allowlist import entry_warning
 
     warning = None if deny or remove else entry_warning(entry)
     if warning:
@@ -808,7 +808,7 @@ def image_build(offline: bool | None, mirror: str | None, rebuild: bool, force: 
     Example:
         sudo hookcage image build --offline
     """
-    from executor.images import RUNNER_IMAGE, build_runner_image
+    from executor.sandbox.images import RUNNER_IMAGE, build_runner_image
 
     image_id = build_runner_image(offline=offline, mirror=mirror, rebuild=rebuild, force=force,
                                   log=lambda line: click.echo(line, err=True))
@@ -823,8 +823,8 @@ def doctor() -> None:
     Example:
         hookcage doctor
     """
-    from executor.images import RUNNER_IMAGE, image_exists, runner_image_current
     from executor.sandbox.docker import default_client, engine_info
+    from executor.sandbox.images import RUNNER_IMAGE, image_exists, runner_image_current
     from executor.settings import load_settings
 
     settings = load_settings()
@@ -888,7 +888,7 @@ def gc(everything: bool) -> None:
     Example:
         hookcage gc
     """
-    from executor import orphans, staging
+    from executor.sandbox import orphans, staging
     from executor.sandbox.docker import default_client, reap
     from executor.settings import load_settings
 
@@ -930,7 +930,7 @@ def home_list(as_json: bool) -> None:
     Example:
         hookcage home list
     """
-    from executor.homes import human, list_homes, parse_size
+    from executor.sandbox.homes import human, list_homes, parse_size
     from executor.settings import load_settings
 
     settings = load_settings()
@@ -966,7 +966,7 @@ def home_clear(hook_ids: Sequence[str], project: Path | None, clear_all: bool) -
         hookcage home clear --project .
         hookcage home clear --all
     """
-    from executor.homes import clear_home, select_homes
+    from executor.sandbox.homes import clear_home, select_homes
     from executor.settings import load_settings
 
     if not (hook_ids or project or clear_all):
@@ -1001,8 +1001,8 @@ def demo() -> None:
         hookcage demo
     """
     from executor.demo import run_demo
-    from executor.images import RUNNER_IMAGE, build_runner_image, runner_image_current
     from executor.sandbox.docker import default_client
+    from executor.sandbox.images import RUNNER_IMAGE, build_runner_image, runner_image_current
 
     client = default_client()
     if not runner_image_current(client):
@@ -1034,7 +1034,7 @@ def serve(socket_path: Path | None, log_level: str) -> None:
         hookcage serve &
         echo '{"session_id":"s1","prompt":"hi"}' | hookcage dispatch UserPromptSubmit
     """
-    from executor.daemon import Daemon
+    from executor.service.daemon import Daemon
 
     Daemon(socket_path).serve(log_level=log_level)
 

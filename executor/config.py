@@ -1,4 +1,4 @@
-"""Finding and reading hook files of every scope (the I/O edge of :mod:`executor.hooks`).
+"""Finding and reading hook files of every scope (the I/O edge of :mod:`executor.core.hooks`).
 
 Scopes, in config order: managed (``/etc/hookcage/hooks.json`` or
 ``$HOOKCAGE_MANAGED_DIR/hooks.json``), user (``$HOOKCAGE_HOME/hooks.json``),
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from executor.hooks import HookFile, Problem, Scope, parse_hook_file
-from executor.policy import HookSet, merge
+from executor.core.hooks import HookFile, Problem, Scope, parse_hook_file
+from executor.core.policy import HookSet, merge
 from executor.settings import Settings
 
 PROJECT_DIR_VARS = ("CLAUDE_PROJECT_DIR", "HOOKCAGE_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR")

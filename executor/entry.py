@@ -1,7 +1,7 @@
 """The ``hookcage`` console script: ``dispatch`` through the daemon when one answers.
 
 An agent spawns ``hookcage dispatch`` for every event, so this path imports
-the standard library only (:mod:`executor.client`) until it knows the daemon
+the standard library only (:mod:`executor.service.client`) until it knows the daemon
 (``hookcage serve``) cannot answer: then, and for every other command, it
 hands over to :func:`executor.cli.main`, with the stdin it already read.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from executor import client
+from executor.service import client
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -3,10 +3,10 @@
 How this works, for one event:
 
 1. The event name and payload are checked against the catalog
-   (:mod:`executor.events`); bad input is a :class:`PayloadError`.
+   (:mod:`executor.core.events`); bad input is a :class:`PayloadError`.
 2. Hook files of every scope are read for the project root
    (``$CLAUDE_PROJECT_DIR``, else the payload's ``cwd``) and merged
-   (:mod:`executor.config`, :mod:`executor.policy`).
+   (:mod:`executor.config`, :mod:`executor.core.policy`).
 3. Hooks of the event whose matcher selects the payload are kept; identical
    handlers from several files run once.
 4. Each hook passes the gates (valid config, enabled, supported type, ``once``);
@@ -37,17 +37,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from executor import homes, orphans, staging
-from executor.allowlist import AllowCheck, AllowList, check_command, literal_words
 from executor.config import PROJECT_DIR_VARS, load_hooks, project_root
-from executor.depcache import DepCache, RunSetup, package_words, run_setup
-from executor.deps import cache_key, find_needs
-from executor.errors import HookcageError, SandboxError, TrustStoreError
-from executor.events import EventSpec, check_payload, get_event
-from executor.hooks import DOCKER_SOCKETS, HookSpec, dedupe
-from executor.matchers import event_matches
-from executor.policy import HookSet, Skip
-from executor.protocol import (
+from executor.core.deps import cache_key, find_needs
+from executor.core.events import EventSpec, check_payload, get_event
+from executor.core.hooks import DOCKER_SOCKETS, HookSpec, dedupe
+from executor.core.matchers import event_matches
+from executor.core.policy import HookSet, Skip
+from executor.core.protocol import (
     HookOutcome,
     Verdict,
     apply_on_error,
@@ -57,11 +53,10 @@ from executor.protocol import (
     parse_outcome,
     restrict,
 )
-from executor.runlog import append_records, claim_once
-from executor.sandbox.base import RunRequest, RunResult, Sandbox
-from executor.settings import Settings, load_settings
-from executor.text import redact
-from executor.trust import (
+from executor.core.text import redact
+from executor.errors import HookcageError, SandboxError, TrustStoreError
+from executor.gates.allowlist import AllowCheck, AllowList, check_command, literal_words
+from executor.gates.trust import (
     FileState,
     TrustRecord,
     TrustStore,
@@ -71,6 +66,11 @@ from executor.trust import (
     collect_references,
     command_words,
 )
+from executor.runlog import append_records, claim_once
+from executor.sandbox import homes, orphans, staging
+from executor.sandbox.base import RunRequest, RunResult, Sandbox
+from executor.sandbox.depcache import DepCache, RunSetup, package_words, run_setup
+from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
 
@@ -116,7 +116,7 @@ class _Run:
     result: RunResult | None = None
     outcome: HookOutcome | None = None
     dropped: tuple[str, ...] = ()
-    extras: homes.RunExtras | None = None  # persistent home, env file (executor.homes)
+    extras: homes.RunExtras | None = None  # persistent home, env file (executor.sandbox.homes)
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ class HookExecutor:
         """
         spec = get_event(event) if isinstance(event, str) else event
         check_payload(spec, payload)
-        with contextlib.suppress(OSError):  # what a killed dispatch left (executor.staging)
+        with contextlib.suppress(OSError):  # what a killed dispatch left (executor.sandbox.staging)
             staging.sweep_once(self.settings.home)
         root = self.root_for(payload)
         hookset = self.load(root)
@@ -716,7 +716,7 @@ class HookExecutor:
         For a caller that has gone (``hookcage dispatch`` on SIGTERM, the
         daemon when its client hangs up). A run whose container is removed
         ends at once as an error; staged files go with their runs (or, in a
-        process about to exit, :func:`executor.staging.remove_mine`). Runs in
+        process about to exit, :func:`executor.sandbox.staging.remove_mine`). Runs in
         a warm pool's containers are not reached: they end at their timeout.
 
         Returns:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from executor.text import cap_text
+from executor.core.text import cap_text
 
 FIELD_CAP = 4096
 """Characters kept of any one string in a run-log record."""

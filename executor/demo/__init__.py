@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor.events import get_event
+from executor.core.events import get_event
+from executor.core.protocol import Verdict, render
 from executor.executor import HookExecutor
-from executor.protocol import Verdict, render
 from executor.settings import load_settings, update_allowlist
 
 PROJECT = Path(__file__).resolve().parent / "project"

@@ -20,9 +20,9 @@ from typing import Any
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
 from support import POOL_OWNERS, allow, commands_in
 
-from executor import client
 from executor.sandbox.docker import MANAGED_LABEL
 from executor.sandbox.pool import POOL_LABEL
+from executor.service import client
 
 PY = sys.executable
 _SCRIPT = Path(sys.executable).with_name("hookcage")

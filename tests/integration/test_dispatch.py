@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from support import OnlyThese, agent_session, allow, commands_in, containers_created
 
-from executor.events import get_event
+from executor.core.events import get_event
+from executor.core.protocol import render
 from executor.executor import HookExecutor
-from executor.protocol import render
 from executor.settings import load_settings
 
 pytestmark = pytest.mark.docker
@@ -244,7 +244,7 @@ def test_missing_image_says_what_to_do(docker_setup: Setup) -> None:
 
 
 def test_any_image_with_sh_works(docker_setup: Setup, docker_api: Any) -> None:
-    from executor.images import BASE_IMAGE
+    from executor.sandbox.images import BASE_IMAGE
 
     if not docker_api.images(name=BASE_IMAGE):
         pytest.skip(f"{BASE_IMAGE} is not present")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support import agent_session, allow
 
-from executor.text import MESSAGE_CAP, needs_escape
+from executor.core.text import MESSAGE_CAP, needs_escape
 
 pytestmark = pytest.mark.docker
 HOOKCAGE = shutil.which("hookcage")

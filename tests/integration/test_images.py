@@ -1,7 +1,7 @@
-"""The runner image and its builder (executor.images), against the real engine.
+"""The runner image and its builder (executor.sandbox.images), against the real engine.
 
 These tests never run debootstrap and never pull: they need the runner image
-to exist already (build it once with ``python -m executor.images``, a few
+to exist already (build it once with ``python -m executor.sandbox.images``, a few
 minutes offline) and skip otherwise. ``build_runner_image`` is idempotent by
 design: with a current image present (its inputs label matches) it returns
 the existing id after one inspect call, and ``rebuild=True`` re-runs ``docker
@@ -35,9 +35,12 @@ import docker
 import docker.errors
 import pytest
 
-from executor import __version__, images
+from executor import __version__
 from executor.errors import HookcageError, SandboxError, SandboxUnavailable
-from executor.images import (
+from executor.sandbox import images
+from executor.sandbox.base import RunRequest
+from executor.sandbox.docker import DockerSandbox
+from executor.sandbox.images import (
     BASE_IMAGE,
     DEFAULT_MIRROR,
     INPUTS_LABEL,
@@ -53,8 +56,6 @@ from executor.images import (
     runner_context,
     runner_inputs,
 )
-from executor.sandbox.base import RunRequest
-from executor.sandbox.docker import DockerSandbox
 
 TEST_LABEL = "hookcage.test"
 RUN_ID = f"test-images-{uuid.uuid4().hex[:8]}"
@@ -82,7 +83,7 @@ def client() -> Iterator[Any]:
 def runner(client: Any) -> str:
     """The runner image's id; skips (never builds) when it is absent."""
     if not image_exists(client, RUNNER_IMAGE):
-        pytest.skip(f"{RUNNER_IMAGE} is not built: run `python -m executor.images` first")
+        pytest.skip(f"{RUNNER_IMAGE} is not built: run `python -m executor.sandbox.images` first")
     return str(client.images.get(RUNNER_IMAGE).id)
 
 

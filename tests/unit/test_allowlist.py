@@ -8,7 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from executor import config
-from executor.allowlist import PROJECT_DIR_VARS, AllowCheck, AllowList, check_command, literal_words
+from executor.gates.allowlist import (
+    PROJECT_DIR_VARS,
+    AllowCheck,
+    AllowList,
+    check_command,
+    literal_words,
+)
 
 ROOT = "/home/dev/proj"
 

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from executor import programs
-from executor.allowlist import (
+from executor.gates import programs
+from executor.gates.allowlist import (
     MAX_COMMAND_BYTES,
     MAX_NESTING,
     AllowCheck,
@@ -478,7 +478,7 @@ def test_bounds_fail_closed_with_a_reason() -> None:
 
 def test_the_work_grows_linearly_with_the_input(monkeypatch: pytest.MonkeyPatch) -> None:
     # a step count, not a clock: each word is evaluated a bounded number of times
-    from executor import allowlist
+    from executor.gates import allowlist
 
     calls = 0
     real = allowlist._evaluate_once

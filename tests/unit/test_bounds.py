@@ -17,26 +17,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_executor import Env, hooks
 
-from executor.answer import (
+from executor.config import load_hook_file
+from executor.core.events import get_event
+from executor.core.hooks import Scope
+from executor.core.protocol import parse_outcome
+from executor.executor import HookExecutor
+from executor.gates.trust import (
+    MAX_REFERENCE_DEPTH,
+    MAX_WALKED_PATHS,
+    UnsafeReference,
+    collect_references,
+)
+from executor.sandbox import FakeSandbox, RunRequest, RunResult
+from executor.service.answer import (
     MAX_PAYLOAD,
     MAX_PAYLOAD_DEPTH,
     PayloadBound,
     dispatch_bytes,
     read_payload,
 )
-from executor.config import load_hook_file
-from executor.events import get_event
-from executor.executor import HookExecutor
-from executor.hooks import Scope
-from executor.protocol import parse_outcome
-from executor.sandbox import FakeSandbox, RunRequest, RunResult
 from executor.settings import load_settings
-from executor.trust import (
-    MAX_REFERENCE_DEPTH,
-    MAX_WALKED_PATHS,
-    UnsafeReference,
-    collect_references,
-)
 
 BOUND = 2.0
 
@@ -199,7 +199,7 @@ def test_an_aborted_dispatch_starts_nothing_more(env: Env) -> None:
 
 
 def test_each_run_carries_its_dispatch_and_owner_labels(env: Env) -> None:
-    from executor import orphans
+    from executor.sandbox import orphans
 
     env.write("user", hooks("PreToolUse", "ls"))
     ex, fake = env.executor()

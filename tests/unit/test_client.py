@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from support import allow, commands_in
 
-from executor import client
 from executor.entry import forwardable
+from executor.service import client
 
 PY = sys.executable
 HEAVY = ("docker", "pydantic", "pydantic_settings", "click", "fastapi", "uvicorn", "starlette",
@@ -55,7 +55,7 @@ def split_imported(stderr: str) -> tuple[str, list[str]]:
 
 
 def not_stdlib(modules: list[str]) -> list[str]:
-    ours = {"executor", "executor.client", "executor.entry"}
+    ours = {"executor", "executor.service", "executor.service.client", "executor.entry"}
     return [m for m in modules if m not in ours and m.split(".")[0] not in sys.stdlib_module_names]
 
 
@@ -159,16 +159,16 @@ def test_homes_the_client_cannot_be_sure_of_are_left_in_process() -> None:
 
 
 def test_client_constants_match_the_library() -> None:
-    from executor.answer import MAX_PAYLOAD
     from executor.config import PROJECT_DIR_VARS
+    from executor.service.answer import MAX_PAYLOAD
 
     assert client.MAX_PAYLOAD == MAX_PAYLOAD
     assert client.PROJECT_DIR_VARS == PROJECT_DIR_VARS
 
 
 def test_host_hooks_get_the_callers_base_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from executor.daemon import host_base_env
     from executor.sandbox.host import default_base_env
+    from executor.service.daemon import host_base_env
 
     for env in ({"PATH": "/opt/bin", "LANG": "de_DE.UTF-8", "HOME": "/h"}, {"PATH": ""}, {}):
         for name in ("PATH", "LANG", "HOME"):

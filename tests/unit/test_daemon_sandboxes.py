@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from executor.daemon import SANDBOX_SETTINGS, Daemon, pooled_sandbox_factory
 from executor.errors import ConfigError
 from executor.executor import default_sandbox_factory
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.docker import DockerSandbox
 from executor.sandbox.host import HostSandbox
 from executor.sandbox.pool import PooledDockerSandbox
+from executor.service.daemon import SANDBOX_SETTINGS, Daemon, pooled_sandbox_factory
 from executor.settings import Settings, load_settings
 
 

@@ -1,4 +1,4 @@
-"""What hooks' scripts need (executor.deps) and the pure parts of the cache (executor.depcache)."""
+"""What hooks' scripts need (executor.core.deps) and the pure parts of the cache (executor.sandbox.depcache)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.depcache import DEPS_MOUNT, RUN_UV_CACHE, RunSetup, Target, run_setup
-from executor.deps import (
+from executor.core.deps import (
     Need,
     cache_key,
     find_needs,
@@ -18,7 +17,8 @@ from executor.deps import (
     uv_need,
 )
 from executor.errors import HookcageError
-from executor.trust import FileState
+from executor.gates.trust import FileState
+from executor.sandbox.depcache import DEPS_MOUNT, RUN_UV_CACHE, RunSetup, Target, run_setup
 
 UV_SCRIPT = b"""#!/usr/bin/env -S uv run --script
 # /// script

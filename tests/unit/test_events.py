@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from executor.core.events import EVENTS, check_payload, get_event, resolve_event
 from executor.errors import PayloadError
-from executor.events import EVENTS, check_payload, get_event, resolve_event
 
 CLAUDE_CODE_EVENTS = (
     "SessionStart", "SessionEnd", "UserPromptSubmit", "PreToolUse", "PermissionRequest",

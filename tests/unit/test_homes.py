@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from executor import client, homes
-from executor.daemon import project_environ
+from executor.core.hooks import CAPABILITY_NAMES, Scope, parse_hook_file
+from executor.core.protocol import CAPABILITIES, HookOutcome, restrict
 from executor.errors import ConfigError
 from executor.executor import HookExecutor
-from executor.hooks import CAPABILITY_NAMES, Scope, parse_hook_file
-from executor.protocol import CAPABILITIES, HookOutcome, restrict
-from executor.sandbox import FakeSandbox, RunRequest, RunResult
+from executor.sandbox import FakeSandbox, RunRequest, RunResult, homes
 from executor.sandbox.base import SandboxOptions
+from executor.service import client
+from executor.service.daemon import project_environ
 from executor.settings import load_settings
 
 ROOT = "/work/project"

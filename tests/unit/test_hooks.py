@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from executor.events import EVENTS
-from executor.hooks import DEFAULT_TIMEOUT, HookFile, HookSpec, Scope, dedupe, parse_hook_file
-from executor.policy import merge
+from executor.core.events import EVENTS
+from executor.core.hooks import DEFAULT_TIMEOUT, HookFile, HookSpec, Scope, dedupe, parse_hook_file
+from executor.core.policy import merge
 
 ROOT = "/work/proj"
 CMD = {"type": "command", "command": "./check.sh"}

@@ -1,4 +1,4 @@
-"""The runner image builder's pure parts (executor.images), with no Docker engine.
+"""The runner image builder's pure parts (executor.sandbox.images), with no Docker engine.
 
 The input hashes that decide when the base and the runner are made again,
 the wheel pins, fetching the wheels (pip, faked here, or
@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from executor import images
 from executor.errors import SandboxError
-from executor.images import (
+from executor.sandbox import images
+from executor.sandbox.images import (
     APT_AFTER_DEBOOTSTRAP,
     BASE_IMAGE,
     INPUTS_LABEL,

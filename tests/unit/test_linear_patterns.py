@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executor import deps, protocol, trust
-from executor.deps import pep723_blocks, script_metadata
+from executor.core import deps, protocol
+from executor.core.deps import pep723_blocks, script_metadata
+from executor.gates import trust
 
 BOUND = 2.0
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from executor.events import get_event
-from executor.hooks import Scope, parse_hook_file
-from executor.matchers import compile_matcher, event_matches, tool_names
+from executor.core.events import get_event
+from executor.core.hooks import Scope, parse_hook_file
+from executor.core.matchers import compile_matcher, event_matches, tool_names
 
 
 def fires(matcher: str | None, tool_name: str, event: str = "PreToolUse") -> bool:

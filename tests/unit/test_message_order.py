@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from executor.events import get_event
-from executor.protocol import (
+from executor.core.events import get_event
+from executor.core.protocol import (
     NOTE_CAP,
     PROBLEM_NOTES,
     HookOutcome,
@@ -17,8 +17,8 @@ from executor.protocol import (
     render,
     restrict,
 )
-from executor.text import MESSAGE_CAP, TRUNCATION_MARK, needs_escape
-from executor.trust import TrustRecord, TrustStore, TrustSubject, collect_references
+from executor.core.text import MESSAGE_CAP, TRUNCATION_MARK, needs_escape
+from executor.gates.trust import TrustRecord, TrustStore, TrustSubject, collect_references
 
 PRE = get_event("PreToolUse")
 STOP = get_event("Stop")
@@ -108,7 +108,7 @@ def test_render_escapes_whatever_reaches_it() -> None:
 
 
 def test_a_failed_dispatch_message_is_one_line_escaped_and_redacted() -> None:
-    from executor.protocol import fail_verdict
+    from executor.core.protocol import fail_verdict
 
     answer = fail_verdict("PreToolUse", f"bad settings\x1b[2J\nAPI_TOKEN=hunter2secret {TOKEN}", block=False)
     assert answer.stderr.count("\n") == 1 and _clean(answer.stderr.rstrip("\n"))

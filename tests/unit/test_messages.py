@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from support import allow
 
-from executor.protocol import NOTE_CAP, PROBLEM_NOTES
-from executor.text import MESSAGE_CAP, needs_escape
+from executor.core.protocol import NOTE_CAP, PROBLEM_NOTES
+from executor.core.text import MESSAGE_CAP, needs_escape
 
 HOOKCAGE = shutil.which("hookcage")
 pytestmark = pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed (pip install -e .)")

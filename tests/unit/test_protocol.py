@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from executor.errors import PayloadError
-from executor.events import EVENTS, EventSpec, get_event
-from executor.protocol import (
+from executor.core.events import EVENTS, EventSpec, get_event
+from executor.core.protocol import (
     CLAUDE,
     CLAUDE_DECISION_EVENTS,
     CODEBUDDY,
@@ -32,7 +31,8 @@ from executor.protocol import (
     render,
     resolve_dialect,
 )
-from executor.text import MESSAGE_CAP, TRUNCATION_MARK
+from executor.core.text import MESSAGE_CAP, TRUNCATION_MARK
+from executor.errors import PayloadError
 
 PRE = get_event("PreToolUse")
 POST = get_event("PostToolUse")

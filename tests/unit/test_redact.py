@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executor.text import redact
+from executor.core.text import redact
 
 BOUND = 2.0
 """Seconds that prove "not quadratic" (the old code took 35-53 s on 60 KB, hours on 4 MB)."""

@@ -13,17 +13,17 @@ from typing import Any
 
 import pytest
 
-from executor.allowlist import literal_words
-from executor.hooks import Scope, parse_hook_file, protected_env_name
-from executor.sandbox.base import RunRequest, SandboxOptions
-from executor.sandbox.docker import _mounts, staged_tree
-from executor.trust import (
+from executor.core.hooks import Scope, parse_hook_file, protected_env_name
+from executor.gates.allowlist import literal_words
+from executor.gates.trust import (
     UnsafeReference,
     collect_loaded,
     collect_references,
     command_words,
     loaded_words,
 )
+from executor.sandbox.base import RunRequest, SandboxOptions
+from executor.sandbox.docker import _mounts, staged_tree
 
 H0 = "$.hooks.PreToolUse[0].hooks[0]"
 
@@ -182,7 +182,7 @@ def test_a_load_through_a_symlink_out_of_the_project_is_refused(project: Path, t
 
 
 def test_too_many_loaded_files_is_a_clear_refusal(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import executor.trust as trust
+    import executor.gates.trust as trust
 
     monkeypatch.setattr(trust, "MAX_REFERENCED_FILES", 5)
     write(project, {"hook.sh": "x\n", **{f"f{i}.sh": "x\n" for i in range(10)}})

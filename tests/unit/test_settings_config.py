@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from executor.config import guess_scope, load_hook_file, load_hooks, project_root
+from executor.core.hooks import Scope
 from executor.errors import ConfigError
-from executor.hooks import Scope
 from executor.settings import load_settings
 
 

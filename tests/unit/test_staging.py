@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from executor import staging
+from executor.sandbox import staging
 
 # A process that stages a folder as the executor does, reports it, and waits to be killed.
 CHILD = """
 import sys, time
 from pathlib import Path
-from executor import staging
+from executor.sandbox import staging
 folder = staging.new_folder(Path(sys.argv[1]), sys.argv[2])
 (folder / "reviewed.sh").write_bytes(b"x" * 100000)
 print(folder, flush=True)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executor.text import (
+from executor.core.text import (
     MESSAGE_CAP,
     TRUNCATION_MARK,
     cap_text,

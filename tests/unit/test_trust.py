@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from executor.errors import TrustStoreError
-from executor.trust import (
+from executor.gates.trust import (
     MAX_REFERENCED_FILE,
     MAX_REFERENCED_FILES,
     TRUST_FORMAT,

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from executor import linre
+from executor.core import linre
 
 MESSAGE_CAP = 10_000
 """Characters of any one string handed to the agent."""
@@ -160,7 +160,7 @@ def first_line(text: str) -> str:
 
 
 # Redaction runs over commands and messages a repository controls (60 KB and
-# more), so its patterns are RE2's (executor.linre): linear in the text. With
+# more), so its patterns are RE2's (executor.core.linre): linear in the text. With
 # Python's backtracking engine `[a-z][a-z0-9+.-]*://` alone was quadratic
 # (a 60 KB command took 35-53 s). `_WS` is exactly the whitespace Python's
 # `\s` means on text (RE2's own `\s` is ASCII only), so nothing that was

@@ -13,7 +13,7 @@ Hook runs have no network, so these are fetched when the hook is reviewed
 (``hookcage trust``) into a cache keyed by :func:`cache_key`, which covers the
 bytes of every file that names them (the script, ``package.json``, the lock
 file, local ``file:`` packages) and the image they were installed for: the
-trust record that pins those bytes pins the cache. See :mod:`executor.depcache`
+trust record that pins those bytes pins the cache. See :mod:`executor.sandbox.depcache`
 for the fetching and the run-time mounts.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from executor.trust import FileState
+from executor.gates.trust import FileState
 
 Kind = Literal["uv", "node"]
 

@@ -1,6 +1,6 @@
 """Which configured hooks may run at all (pure): scopes, switches, types.
 
-The config loader hands in parsed :class:`~executor.hooks.HookFile` objects;
+The config loader hands in parsed :class:`~executor.core.hooks.HookFile` objects;
 this module merges them in scope order and answers, per hook, why it must be
 skipped (or ``None`` when it may go on to the next gates).
 
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from executor.hooks import HookFile, HookSpec, Problem, Scope
+from executor.core.hooks import HookFile, HookSpec, Problem, Scope
 
 SkipReason = Literal["invalid", "disabled", "unsupported_type", "untrusted", "not_allowlisted"]
 

@@ -27,7 +27,7 @@ How this works:
    with the reason on stderr. :func:`resolve_dialect` picks the dialect from
    ``--agent`` or recognises it from the payload.
 
-Every string that reaches the agent passes :func:`executor.text.sanitize`
+Every string that reaches the agent passes :func:`executor.core.text.sanitize`
 (terminal escapes, controls, bidi and invisible characters shown as visible
 escapes such as ``\\x1b``, nothing dropped) and is capped at 10,000
 characters; :func:`render` applies it once more to whatever it writes, so no
@@ -43,9 +43,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from executor.core.events import EventSpec
+from executor.core.text import MESSAGE_CAP, cap_text, decode, first_line, one_line, redact, sanitize
 from executor.errors import PayloadError
-from executor.events import EventSpec
-from executor.text import MESSAGE_CAP, cap_text, decode, first_line, one_line, redact, sanitize
 
 Decision = Literal["allow", "deny", "ask", "defer"]
 Status = Literal["ok", "block", "error"]

@@ -27,8 +27,8 @@ anyway, which the layer cache makes quick; ``force=True`` also re-creates the
 base). The base image is reused while its ``hookcage.packages`` label matches
 the package list, so debootstrap runs once per package list and machine.
 
-Usable as ``python -m executor.images [--offline|--online] [--rebuild] [--force]``,
-or ``python -m executor.images --prepare DIR`` to write a ready build context
+Usable as ``python -m executor.sandbox.images [--offline|--online] [--rebuild] [--force]``,
+or ``python -m executor.sandbox.images --prepare DIR`` to write a ready build context
 for a ``docker build`` by hand.
 """
 
@@ -484,7 +484,7 @@ def _pinned(tool: WheelTool, machine: str) -> str:
         raise ImageBuildError(
             f"no {tool.project} {tool.version} wheel is pinned for the engine's architecture "
             f"{machine} (pinned: {', '.join(sorted(tool.sha256))}): add its sha256 to "
-            "RUNNER_WHEELS in executor/images.py"
+            "RUNNER_WHEELS in executor/sandbox/images.py"
         )
     return pinned
 
@@ -721,8 +721,8 @@ def runner_context() -> Path:
     Raises:
         ImageBuildError: the directory or its Dockerfile is missing.
     """
-    here = Path(__file__).resolve().parent
-    candidates = (here.parent / "images" / "runner", here / "_images" / "runner")
+    package = Path(__file__).resolve().parents[1]  # executor/
+    candidates = (package.parent / "images" / "runner", package / "_images" / "runner")
     context = next((c for c in candidates if (c / "Dockerfile").is_file()), candidates[0])
     if not (context / "Dockerfile").is_file():
         raise ImageBuildError(
@@ -1363,13 +1363,13 @@ def build_runner_image(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m executor.images``: build the runner image, print its id.
+    """``python -m executor.sandbox.images``: build the runner image, print its id.
 
     Returns:
         The process exit code (0 built or present, 1 error).
     """
     parser = argparse.ArgumentParser(
-        prog="python -m executor.images", description=f"Build {RUNNER_IMAGE}."
+        prog="python -m executor.sandbox.images", description=f"Build {RUNNER_IMAGE}."
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(

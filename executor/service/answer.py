@@ -1,6 +1,6 @@
 """``hookcage dispatch``'s answer, from the agent's stdin bytes: shared by its two shells.
 
-The in-process CLI (:mod:`executor.cli`) and the daemon (:mod:`executor.daemon`)
+The in-process CLI (:mod:`executor.cli`) and the daemon (:mod:`executor.service.daemon`)
 both answer an event through :func:`dispatch_bytes`, so they print the same
 answer, exit with the same code and write the same run log. Neither shell
 imports the other: what they share lives here.
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from executor.errors import HookcageError, PayloadError
 
 if TYPE_CHECKING:
+    from executor.core.protocol import AgentAnswer
     from executor.executor import HookExecutor
-    from executor.protocol import AgentAnswer
     from executor.settings import Settings
 
 MAX_PAYLOAD = 256 * 1024 * 1024
@@ -121,9 +121,9 @@ def dispatch_bytes(
         The answer, and the executor when one ran: the caller runs its
         ``deferred`` async hooks after answering, then closes it.
     """
-    from executor.events import resolve_event
+    from executor.core.events import resolve_event
+    from executor.core.protocol import fail_verdict, get_dialect, render, resolve_dialect
     from executor.executor import HookExecutor
-    from executor.protocol import fail_verdict, get_dialect, render, resolve_dialect
     from executor.settings import load_settings
 
     fail_closed = fail_closed_env()

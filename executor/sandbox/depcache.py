@@ -1,6 +1,6 @@
 """The dependency cache: fetched when a hook is reviewed, mounted read-only when it runs.
 
-How this works (see :mod:`executor.deps` for what a hook needs):
+How this works (see :mod:`executor.core.deps` for what a hook needs):
 
 - **At review** (``hookcage trust``, the only moment network is used),
   :meth:`DepCache.fetch` fills ``$HOOKCAGE_HOME/deps/<key>/``:
@@ -45,12 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from executor import staging as staging_folders
-from executor.deps import NODE_LOCKS, NODE_SUFFIXES, Need
+from executor.core.deps import NODE_LOCKS, NODE_SUFFIXES, Need
+from executor.core.text import decode, first_line, sanitize
 from executor.errors import HookcageError
+from executor.gates.trust import FileState
+from executor.sandbox import staging as staging_folders
 from executor.sandbox.base import Bind, RunRequest, RunResult, SandboxOptions
-from executor.text import decode, first_line, sanitize
-from executor.trust import FileState
 
 DEPS_MOUNT = "/hookcage/deps"
 """Where a hook's dependency cache is bound (read-only at run, read-write while fetched)."""
@@ -185,7 +185,7 @@ class DepCache:
         """Fetch and install the needs of one hook into the cache of ``key``.
 
         Args:
-            key: the cache key (:func:`executor.deps.cache_key`).
+            key: the cache key (:func:`executor.core.deps.cache_key`).
             needs: what the hook needs.
             files: the reviewed files (their bytes are what gets installed from).
             root: the project root.

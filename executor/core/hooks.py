@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
-from executor.events import EVENTS, event_names
-from executor.matchers import Matcher, compile_matcher
+from executor.core.events import EVENTS, event_names
+from executor.core.matchers import Matcher, compile_matcher
 from executor.sandbox.base import SandboxOptions
 
 DEFAULT_TIMEOUT = 60.0

@@ -6,7 +6,7 @@ The rules (Claude Code's, extended with tool-name aliases across agents):
 * A matcher made only of letters, digits, ``_``, ``-``, space, ``,`` and ``|``
   is an exact name or a list of names split on ``|`` and ``,``.
 * Anything else is a regular expression, searched (unanchored), by RE2
-  (:mod:`executor.linre`): time linear in the name searched, whatever the
+  (:mod:`executor.core.linre`): time linear in the name searched, whatever the
   pattern, so no matcher can stall a dispatch. RE2 is Python's syntax without
   what needs backtracking: backreferences and lookaround are refused.
 * An invalid regular expression (for RE2) never fires; :func:`compile_matcher`
@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from executor import linre
-from executor.events import EventSpec
+from executor.core import linre
+from executor.core.events import EventSpec
 
 # Each group is one tool as different agents name it; the first is canonical.
 TOOL_ALIASES: tuple[tuple[str, ...], ...] = (

@@ -1,7 +1,7 @@
 """The event catalog: which events exist, what each carries and what it may do.
 
 Pure data, no I/O. The Claude Code dialect is canonical; other agents' tool
-names are folded in by :mod:`executor.matchers`.
+names are folded in by :mod:`executor.core.matchers`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ How this works:
    ``config.toml`` files (about 1 ms, so there is no cache to go stale), and
    :class:`~executor.executor.HookExecutor` reads hook files, the trust store
    and the allow-list per dispatch as it always does.
-4. ``POST /dispatch`` answers through :func:`executor.answer.dispatch_bytes`,
+4. ``POST /dispatch`` answers through :func:`executor.service.answer.dispatch_bytes`,
    the function ``hookcage dispatch`` runs in-process, so both print the same
    answer, exit with the same code and write the same run log. Where the
    daemon cannot promise that (another installation or version, a path
@@ -36,8 +36,8 @@ How this works:
    or started, its containers are removed, so its runs end at once and
    their staged files go with them). Runs served by the warm pool are not
    reached and end at their timeout. At start, the daemon removes what
-   killed processes left: staging folders (:mod:`executor.staging`) and
-   containers whose owning process is gone (:mod:`executor.orphans`).
+   killed processes left: staging folders (:mod:`executor.sandbox.staging`) and
+   containers whose owning process is gone (:mod:`executor.sandbox.orphans`).
 """
 
 from __future__ import annotations
@@ -68,13 +68,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from executor import __version__, client, orphans, staging
-from executor.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
+from executor import __version__
+from executor.core.protocol import DIALECTS, AgentAnswer, resolve_dialect
 from executor.errors import HookcageError, PayloadError, SandboxError
 from executor.executor import HookExecutor, SandboxFactory, default_sandbox_factory, docker_options
-from executor.protocol import DIALECTS, AgentAnswer, resolve_dialect
+from executor.sandbox import orphans, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH, HostSandbox
+from executor.service import client
+from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
 from executor.settings import DEFAULT_MANAGED_DIR, Settings, default_home, load_settings
 
 logger = logging.getLogger("hookcage.daemon")
@@ -270,7 +272,7 @@ def sandbox_health(key: tuple[Any, ...], sandbox: Sandbox) -> dict[str, Any]:
 
 
 class DispatchRequest(BaseModel):
-    """``POST /dispatch``: one ``hookcage dispatch`` call, as :mod:`executor.client` sends it."""
+    """``POST /dispatch``: one ``hookcage dispatch`` call, as :mod:`executor.service.client` sends it."""
 
     model_config = ConfigDict(extra="ignore")
 

@@ -41,11 +41,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from executor import staging as staging_folders
+from executor.core.protocol import HookOutcome
+from executor.core.text import cap_text, decode, redact, sanitize
 from executor.errors import SandboxError
-from executor.protocol import HookOutcome
+from executor.sandbox import staging as staging_folders
 from executor.sandbox.base import Bind, RunRequest
-from executor.text import cap_text, decode, redact, sanitize
 
 if TYPE_CHECKING:
     from executor.settings import Settings

@@ -52,8 +52,8 @@ from typing import Any
 
 import filelock
 
+from executor.core.text import decode_exact
 from executor.errors import HookcageError, TrustStoreError
-from executor.text import decode_exact
 
 TRUST_FORMAT = 1
 """The version of the trust hash and of the store document."""

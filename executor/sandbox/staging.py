@@ -2,8 +2,8 @@
 
 What is staged there: the reviewed bytes a run binds over the workspace
 (``run-*``, :mod:`executor.executor`), a run's environment file (``env-*``,
-:mod:`executor.homes`), a dependency fetch's work folder (``deps-*``,
-:mod:`executor.depcache`) and the daemon's warm-pool overlay files
+:mod:`executor.sandbox.homes`), a dependency fetch's work folder (``deps-*``,
+:mod:`executor.sandbox.depcache`) and the daemon's warm-pool overlay files
 (``hookcage-pool-<pid>-*``, :mod:`executor.sandbox.pool`).
 
 Each process removes its own folders when its runs end. What a killed
