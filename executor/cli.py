@@ -103,14 +103,15 @@ def dispatch(obj: Any, event: str | None, agent: str | None) -> None:
                "tool_input":{"command":"rm -rf /"}}' | hookcage dispatch PreToolUse
         hookcage dispatch --agent codebuddy PreToolUse < payload.json
     """
-    from executor.core.protocol import DIALECTS, agent_names
+    from executor.core.envnames import IN_HOOK_VAR
+    from executor.dialects import DIALECTS, agent_names
 
+    if os.environ.get(IN_HOOK_VAR) and agent != "help":
+        from executor.entry import refuse_recursion
+
+        refuse_recursion()
     if agent == "help":
-        for dialect in DIALECTS.values():
-            click.echo(f"{dialect.name:<10} {dialect.title}")
-        guesses = [f"{d.name} when the payload carries {', '.join(d.recognised_by)}"
-                   for d in DIALECTS.values() if d.recognised_by]
-        click.echo("Without --agent: " + "; ".join([*guesses, "else claude"]) + ".")
+        _agent_help(DIALECTS)
         raise CliExit(0)
     if agent is not None and agent not in DIALECTS:
         raise click.BadParameter(f"unknown agent {agent!r}; known agents: {agent_names()} "
@@ -128,6 +129,21 @@ def dispatch(obj: Any, event: str | None, agent: str | None) -> None:
     executor.close()
     _release_staging()
     raise CliExit(answer.exit_code)
+
+
+def _agent_help(dialects: Any) -> None:
+    """``--agent help``: every agent, the files hookcage reads for it, how it is recognised."""
+    for dialect in dialects.values():
+        click.echo(f"{dialect.name:<10} {dialect.title}")
+        for line in dialect.describe_sources():
+            click.echo(f"{'':<12}{line}")
+        for line in dialect.unsupported:
+            click.echo(f"{'':<12}not supported: {line}")
+    guesses = [f"{d.name} when the payload carries {', '.join(d.recognised_by)}"
+               for d in dialects.values() if d.recognised_by]
+    click.echo("Without --agent: " + "; ".join([*guesses, "else claude"]) + ".")
+    click.echo("hookcage's own files (.hookcage/hooks.json, .hookcage/hooks.local.json, "
+               "$HOOKCAGE_HOME/hooks.json) are read for every agent.")
 
 
 def _release_staging() -> None:
@@ -216,33 +232,64 @@ def _executor_and_root(project: Path | None) -> tuple[Any, Path]:
     return executor, root
 
 
+def _agents(agent: str | None) -> list[Any]:
+    """The dialects ``--agent`` names: one, or every agent when left out."""
+    from executor.dialects import DIALECTS, agent_names
+
+    if agent is None:
+        return list(DIALECTS.values())
+    if agent not in DIALECTS:
+        raise click.BadParameter(f"unknown agent {agent!r}; known agents: {agent_names()}",
+                                 param_hint="'--agent'")
+    return [DIALECTS[agent]]
+
+
+_agent_option = click.option(
+    "--agent", metavar="NAME", default=None,
+    help="Only this agent's hook files (and hookcage's own); default: every agent's.",
+)
+
+
 @cli.command(name="list")
 @click.option("--event", "event", default=None, help="Only hooks of this event.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array, for scripts.")
+@_agent_option
 @_project_option
-def list_hooks(event: str | None, as_json: bool, project: Path | None) -> None:
-    """List every configured hook, its scope and file, and whether it would run.
+def list_hooks(event: str | None, as_json: bool, agent: str | None, project: Path | None) -> None:
+    """List every configured hook, its agent, scope and file, and whether it would run.
+
+    Reads hookcage's own hook files and every agent's (only AGENT's with
+    --agent: what a session of that agent runs).
 
     \b
     Example:
         hookcage list --event PreToolUse
+        hookcage list --agent claude
     """
-    if event is not None and event not in EVENTS:
-        raise PayloadError(f"unknown event {event!r}; valid events: {', '.join(EVENTS)}")
+    agents = _agents(agent)
+    if event is not None:
+        event = agents[0].event_spec(event).name if agent is not None else event
+        if agent is None and event not in EVENTS and not any(d.shape.event(event) for d in agents):
+            raise PayloadError(f"unknown event {event!r}; valid events: {', '.join(EVENTS)}")
     executor, root = _executor_and_root(project)
-    hookset, views = executor.inventory(root, event)
+    hookset, views = executor.inventory(root, event, agents=agents)
     if as_json:
         click.echo(json.dumps([v.to_json() for v in views], indent=2))
         return
     for problem in hookset.problems:
         click.echo(_field(problem), err=True)
+    for f in hookset.files:
+        if f.routes:
+            click.echo(f"{_field(f.source)}: {len(f.routes)} route{'s' if len(f.routes) != 1 else ''} "
+                       "to hookcage dispatch (hookcage's own routing, not hooks)")
     if not views:
         click.echo(f"no hooks configured (project root {_field(root)})")
         return
     for view in views:
         h = view.hook
         runs = "yes" if view.skip is None else f"no ({view.skip.reason}: {_field(view.skip.detail)})"
-        click.echo(f"{h.id}  {h.event}  matcher={_field(h.matcher.source or '*')}  [{h.scope.value}]  {_field(h.label)}")
+        who = f"{h.agent} " if h.agent else ""
+        click.echo(f"{h.id}  {h.event}  matcher={_field(h.matcher.source or '*')}  [{who}{h.scope.value}]  {_field(h.label)}")
         click.echo(f"    source: {_field(h.source)} {_field(h.json_path)}")
         click.echo(f"    sandbox: {_field(h.sandbox.describe())}  timeout: {h.timeout:g}s")
         if view.allow is not None:
@@ -259,27 +306,36 @@ def list_hooks(event: str | None, as_json: bool, project: Path | None) -> None:
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@_agent_option
 @_project_option
-def validate(paths: Sequence[Path], project: Path | None) -> None:
-    """Check hook files; print each problem with its file and JSON path.
+def validate(paths: Sequence[Path], agent: str | None, project: Path | None) -> None:
+    """Check hook files; print each problem with its agent, file and JSON path.
 
-    With no PATH, checks every scope's hook file for the project. Exits 1 if
-    any file has an error (warnings alone exit 0).
+    With no PATH, checks every hook file hookcage reads for the project:
+    its own and every agent's (only AGENT's with --agent). A PATH is read as
+    the file of the agent whose place it is in (.gemini/settings.json: Gemini
+    CLI), or with --agent. Exits 1 if any file has an error (warnings alone
+    exit 0).
 
     \b
     Example:
         hookcage validate .hookcage/hooks.json
+        hookcage validate --agent gemini
     """
-    from executor.config import guess_scope, load_hook_file, scope_files
+    from executor.config import agent_files, file_format, guess_scope, load_hook_file, scope_files
     from executor.core.hooks import HookFile
 
     executor, root = _executor_and_root(project)
+    agents = _agents(agent)
     files: list[HookFile] = []
     if paths:
         for path in paths:
             if not path.exists():
                 raise PayloadError(f"{path}: no such file")
-            loaded = load_hook_file(path, guess_scope(path, executor.settings), root)
+            scope, dialect = guess_scope(path, executor.settings, agents)
+            if agent is not None:
+                dialect = agents[0]
+            loaded = load_hook_file(path, scope, root, dialect, file_format(path, dialect))
             if loaded is not None:
                 files.append(loaded)
     else:
@@ -287,13 +343,20 @@ def validate(paths: Sequence[Path], project: Path | None) -> None:
             loaded = load_hook_file(path, scope, root)
             if loaded is not None:
                 files.append(loaded)
+        for dialect in agents:
+            for source, path in agent_files(dialect, root):
+                loaded = load_hook_file(path, source.scope, root, dialect, source.format)
+                if loaded is not None:
+                    files.append(loaded)
     errors = 0
     for f in files:
         for problem in f.problems:
             click.echo(_field(problem))
         errors += len(f.errors)
         if not f.problems:
-            click.echo(f"{_field(f.source)}: ok ({len(f.hooks)} hook{'s' if len(f.hooks) != 1 else ''})")
+            who = f"{f.agent} hook file " if f.agent else ""
+            routes = f", {len(f.routes)} route{'s' if len(f.routes) != 1 else ''} to hookcage (not hooks)" if f.routes else ""
+            click.echo(f"{who}{_field(f.source)}: ok ({len(f.hooks)} hook{'s' if len(f.hooks) != 1 else ''}{routes})")
     if not files:
         click.echo("no hook files found")
     if errors:
@@ -751,7 +814,8 @@ def run(image: str | None, workspace: str, network: str, mounts: Sequence[str], 
     """
     import shlex
 
-    from executor.config import PROJECT_DIR_VARS, project_root
+    from executor.config import project_root
+    from executor.core.envnames import PROJECT_DIR_VARS
     from executor.executor import default_sandbox_factory
     from executor.sandbox.base import RunRequest, SandboxOptions
     from executor.settings import load_settings

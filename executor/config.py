@@ -1,26 +1,37 @@
-"""Finding and reading hook files of every scope (the I/O edge of :mod:`executor.core.hooks`).
+"""Finding and reading hook files of every scope and every agent (the I/O edge of :mod:`executor.core.hooks`).
 
-Scopes, in config order: managed (``/etc/hookcage/hooks.json`` or
-``$HOOKCAGE_MANAGED_DIR/hooks.json``), user (``$HOOKCAGE_HOME/hooks.json``),
+hookcage's own files, in config order: managed (``/etc/hookcage/hooks.json``
+or ``$HOOKCAGE_MANAGED_DIR/hooks.json``), user (``$HOOKCAGE_HOME/hooks.json``),
 project (``<root>/.hookcage/hooks.json``) and local
-(``<root>/.hookcage/hooks.local.json``). A file that cannot be read or parsed
-yields no hooks and one problem naming it; the other scopes still work.
+(``<root>/.hookcage/hooks.local.json``). Then each agent's own files, as its
+dialect names them (:meth:`executor.dialects.base.Dialect.sources`:
+``.claude/settings.json``, ``.gemini/settings.json``, ``.github/hooks/*.json``
+...), decoded as JSON, YAML or TOML and parsed by that dialect. A file that
+cannot be read or parsed yields no hooks and one problem naming the agent,
+the file and what is wrong; the other files still work.
 """
 
 from __future__ import annotations
 
+import glob as globlib
 import json
 import os
-from collections.abc import Mapping
+import tomllib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from executor.core.envnames import PROJECT_DIR_VARS
 from executor.core.hooks import HookFile, Problem, Scope, parse_hook_file
 from executor.core.policy import HookSet, merge
+from executor.dialects.base import Dialect, FileFormat, HookSource, Where
 from executor.settings import Settings
 
-PROJECT_DIR_VARS = ("CLAUDE_PROJECT_DIR", "HOOKCAGE_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR")
 MAX_HOOK_FILE = 4 * 1024 * 1024
+MAX_GLOB_FILES = 64
+"""Files one glob source (``.github/hooks/*.json``) may name; more are reported, not read."""
 
 
 def project_root(payload: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Path:
@@ -36,7 +47,7 @@ def project_root(payload: Mapping[str, Any] | None = None, environ: Mapping[str,
 
 
 def scope_files(settings: Settings, root: Path | None) -> list[tuple[Scope, Path]]:
-    """Every hook file hookcage reads, in config order (whether or not it exists)."""
+    """hookcage's own hook files, in config order (whether or not they exist)."""
     files = [(Scope.MANAGED, settings.managed_hooks_file), (Scope.USER, settings.user_hooks_file)]
     if root is not None:
         files.append((Scope.PROJECT, root / ".hookcage" / "hooks.json"))
@@ -44,52 +55,175 @@ def scope_files(settings: Settings, root: Path | None) -> list[tuple[Scope, Path
     return files
 
 
-def guess_scope(path: Path, settings: Settings) -> Scope:
-    """Which scope a hook file named on the command line belongs to, by where it is."""
+def where(root: Path | None, environ: Mapping[str, str] | None = None) -> Where:
+    """What dialects need to name their files (HOME from the environment handed in)."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return Where(str(root) if root is not None else None, home, dict(environ))
+
+
+def guess_scope(path: Path, settings: Settings, agents: Sequence[Dialect] = (),
+                environ: Mapping[str, str] | None = None) -> tuple[Scope, Dialect | None]:
+    """Which scope (and agent) a hook file named on the command line belongs to, by where it is."""
     real = os.path.realpath(path)
     for scope, candidate in scope_files(settings, None):
         if real == os.path.realpath(candidate):
-            return scope
-    return Scope.LOCAL if path.name == "hooks.local.json" else Scope.PROJECT
+            return scope, None
+    root = _find_root(path)
+    for dialect in agents:
+        for source in dialect.sources(where(root, environ)):
+            if _names(source, real):
+                return source.scope, dialect
+    return (Scope.LOCAL if path.name == "hooks.local.json" else Scope.PROJECT), (agents[0] if agents else None)
 
 
-def load_hook_file(path: Path, scope: Scope, root: Path | None) -> HookFile | None:
-    """Read and parse one hook file; ``None`` when it does not exist."""
+def _find_root(path: Path) -> Path | None:
+    """The project a file named on the command line is in: the parent of its agent directory."""
+    parent = Path(os.path.realpath(path)).parent
+    if parent.name.startswith("."):
+        return parent.parent
+    if parent.parent.name.startswith("."):  # .github/hooks/x.json
+        return parent.parent.parent
+    return None
+
+
+def _names(source: HookSource, real: str) -> bool:
+    if source.glob:
+        import fnmatch
+
+        return fnmatch.fnmatch(real, os.path.realpath(os.path.dirname(source.path)) + "/" + os.path.basename(source.path))
+    return real == os.path.realpath(source.path)
+
+
+def file_format(path: Path, dialect: Dialect | None) -> FileFormat:
+    """How a hook file named on the command line is decoded: by its agent's sources, else its suffix."""
+    if dialect is not None:
+        real = os.path.realpath(path)
+        root = _find_root(path)
+        for source in dialect.sources(where(root)):
+            if _names(source, real):
+                return source.format
+    return "yaml" if path.suffix in (".yaml", ".yml") else "toml" if path.suffix == ".toml" else "json"
+
+
+def _read(path: Path, scope: Scope, agent: str) -> tuple[bytes | None, HookFile | None]:
+    """The file's bytes; or None and a broken file; or (None, None) when it does not exist."""
     source = str(path)
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_HOOK_FILE + 1)
     except FileNotFoundError:
-        return None
+        return None, None
     except IsADirectoryError:
-        return _broken(source, scope, "is a directory, not a hook file")
+        return None, _broken(source, scope, "is a directory, not a hook file", agent)
     except OSError as exc:
-        return _broken(source, scope, f"cannot be read: {exc.strerror}")
+        return None, _broken(source, scope, f"cannot be read: {exc.strerror}", agent)
     if len(raw) > MAX_HOOK_FILE:
-        return _broken(source, scope, f"is larger than {MAX_HOOK_FILE // (1024 * 1024)} MiB")
+        return None, _broken(source, scope, f"is larger than {MAX_HOOK_FILE // (1024 * 1024)} MiB", agent)
+    return raw, None
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without anchors and aliases: a hook file never needs them, and they can multiply
+    a small file into gigabytes ("billion laughs")."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.constructor.ConstructorError(
+                None, None, "anchors and aliases are not allowed in a hook file", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def decode(raw: bytes, form: FileFormat) -> Any:
+    """Decode a hook file's bytes.
+
+    Raises:
+        ValueError: with a one-line message saying what is wrong and where.
+    """
     try:
         text = raw.decode("utf-8")
-        data = json.loads(text) if text.strip() else {}
     except UnicodeDecodeError:
-        return _broken(source, scope, "is not UTF-8 text")
-    except json.JSONDecodeError as exc:
-        return _broken(source, scope, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+        raise ValueError("is not UTF-8 text") from None
+    if not text.strip():
+        return {}
+    if form == "json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        except RecursionError:
+            raise ValueError("not valid JSON: nests too deeply") from None
+        except ValueError as exc:  # an integer past Python's digit limit
+            raise ValueError(f"not valid JSON: {exc}") from None
+    if form == "toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"not valid TOML: {exc}") from None
+        except RecursionError:
+            raise ValueError("not valid TOML: nests too deeply") from None
+    try:
+        return yaml.load(text, Loader=_NoAliasLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where_ = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"not valid YAML: {problem}{where_}") from None
     except RecursionError:
-        return _broken(source, scope, "not valid JSON: nests too deeply")
-    except ValueError as exc:  # an integer past Python's digit limit
-        return _broken(source, scope, f"not valid JSON: {exc}")
-    return parse_hook_file(data, scope=scope, source=source, project_root=str(root) if root else None)
+        raise ValueError("not valid YAML: nests too deeply") from None
 
 
-def _broken(source: str, scope: Scope, message: str) -> HookFile:
-    return HookFile(source, scope, problems=(Problem(source, "$", message),))
+def load_hook_file(path: Path, scope: Scope, root: Path | None, dialect: Dialect | None = None,
+                   form: FileFormat = "json", environ: Mapping[str, str] | None = None) -> HookFile | None:
+    """Read and parse one hook file (hookcage's own, or ``dialect``'s); ``None`` when it does not exist."""
+    agent = dialect.name if dialect else ""
+    raw, broken = _read(path, scope, agent)
+    if raw is None:
+        return broken
+    source = str(path)
+    try:
+        data = decode(raw, form)
+    except ValueError as exc:
+        return _broken(source, scope, str(exc), agent)
+    project = str(root) if root else None
+    if dialect is None:
+        return parse_hook_file(data, scope=scope, source=source, project_root=project)
+    return dialect.parse(data, scope=scope, source=source, project_root=project,
+                         environ=os.environ if environ is None else environ)
 
 
-def load_hooks(settings: Settings, root: Path | None) -> HookSet:
-    """Read every scope's hook file and merge them."""
+def _broken(source: str, scope: Scope, message: str, agent: str = "") -> HookFile:
+    return HookFile(source, scope, problems=(Problem(source, "$", message, agent=agent),), agent=agent)
+
+
+def agent_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str] | None = None
+                ) -> list[tuple[HookSource, Path]]:
+    """The files of one agent that exist (globs expanded, sorted), in config order."""
+    found: list[tuple[HookSource, Path]] = []
+    for source in dialect.sources(where(root, environ)):
+        if source.scope.from_repository and root is None:
+            continue
+        if not source.glob:
+            found.append((source, Path(source.path)))
+            continue
+        matches = sorted(globlib.glob(globlib.escape(os.path.dirname(source.path)) + "/"
+                                      + os.path.basename(source.path)))
+        found.extend((source, Path(m)) for m in matches[:MAX_GLOB_FILES])
+    return found
+
+
+def load_hooks(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
+               environ: Mapping[str, str] | None = None) -> HookSet:
+    """Read hookcage's own hook files and those of ``agents``, and merge them."""
     files = [
         loaded
         for scope, path in scope_files(settings, root)
         if (loaded := load_hook_file(path, scope, root)) is not None
     ]
+    for dialect in agents:
+        for source, path in agent_files(dialect, root, environ):
+            loaded = load_hook_file(path, source.scope, root, dialect, source.format, environ)
+            if loaded is not None:
+                files.append(loaded)
     return merge(files)

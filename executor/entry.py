@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from executor.core.envnames import IN_HOOK_VAR
 from executor.service import client
 
 TYPE_CHECKING = False
@@ -49,9 +50,22 @@ def forwardable(args: Sequence[str]) -> tuple[bool, str | None, str | None]:
     return True, event, agent
 
 
+def refuse_recursion() -> NoReturn:
+    """A ``hookcage dispatch`` run by a hook (its environment says so) answers at once.
+
+    No configuration can make hookcage call itself: an agent's file whose
+    hook routes to hookcage, run on the host, would otherwise loop.
+    """
+    sys.stdout.write("{}\n")
+    sys.stderr.write("hookcage: dispatch called from inside a hook: nothing run (hookcage never calls itself)\n")
+    sys.exit(0)
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["dispatch"] and os.environ.get(IN_HOOK_VAR):
+        refuse_recursion()
     forward, event, agent = forwardable(args)
     raw: bytes | None = None
     if forward and sys.stdin is not None:

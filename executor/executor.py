@@ -1,21 +1,27 @@
-"""HookExecutor: load -> match -> gate -> run (in parallel) -> parse -> fold -> log.
+"""HookExecutor: select -> gate -> run (in parallel) -> fold -> log.
 
-How this works, for one event:
+How this works, for one event of one agent:
 
 1. The event name and payload are checked against the catalog
-   (:mod:`executor.core.events`); bad input is a :class:`PayloadError`.
-2. Hook files of every scope are read for the project root
-   (``$CLAUDE_PROJECT_DIR``, else the payload's ``cwd``) and merged
-   (:mod:`executor.config`, :mod:`executor.core.policy`).
+   (:mod:`executor.core.events`); bad input is a :class:`PayloadError`. The
+   payload is canonical (Claude Code's keys): the agent's dialect
+   (:mod:`executor.dialects`) translated it, and keeps the agent's own.
+2. hookcage's own hook files and the calling agent's are read for the project
+   root (``$CLAUDE_PROJECT_DIR``, else the payload's ``cwd``) and merged
+   (:mod:`executor.config`, :mod:`executor.core.policy`): a Claude Code
+   session runs ``.claude/`` hooks, never ``.cursor/`` ones.
 3. Hooks of the event whose matcher selects the payload are kept; identical
    handlers from several files run once.
 4. Each hook passes the gates (valid config, enabled, supported type, ``once``);
    a hook that fails one is skipped, logged with its ``skip_reason`` and, where
    the user should know, named in the verdict's system message.
-5. The rest run in parallel, each in the sandbox its config asks for, with
-   its own timeout. ``async`` hooks are started and not awaited.
-6. Each result is parsed (:func:`protocol.parse_outcome`), failures follow the
-   hook's ``on_error``, and all outcomes fold into one :class:`Verdict`.
+5. The rest run in parallel (one after another for agents that run their
+   hooks in order and stop at the first block), each in the sandbox its
+   config asks for, with its own timeout, reading its own agent's payload.
+   ``async`` hooks are started and not awaited.
+6. Each result is parsed in its hook's dialect into the canonical outcome,
+   failures follow the hook's ``on_error``, and all outcomes fold into one
+   :class:`Verdict`, which the caller renders in the agent's dialect.
 7. One JSON line per hook considered goes to the run log.
 
 Sandboxes are injected (``sandboxes={"docker": ..., "host": ...}``) or built
@@ -37,23 +43,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from executor.config import PROJECT_DIR_VARS, load_hooks, project_root
+from executor.config import load_hooks, project_root
 from executor.core.deps import cache_key, find_needs
+from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.events import EventSpec, check_payload, get_event
 from executor.core.hooks import DOCKER_SOCKETS, HookSpec, dedupe
-from executor.core.matchers import event_matches
-from executor.core.policy import HookSet, Skip
+from executor.core.policy import HookSet, Skip, selects
 from executor.core.protocol import (
     HookOutcome,
     Verdict,
     apply_on_error,
-    build_stdin,
     error_outcome,
     fold,
-    parse_outcome,
     restrict,
 )
 from executor.core.text import redact
+from executor.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
+from executor.dialects.base import HookInput
 from executor.errors import HookcageError, SandboxError, TrustStoreError
 from executor.gates.allowlist import AllowCheck, AllowList, check_command, literal_words
 from executor.gates.trust import (
@@ -93,7 +99,7 @@ class HookView:
         """A plain dict for ``--json`` output."""
         h = self.hook
         return {
-            "id": h.id, "event": h.event, "matcher": h.matcher.source, "type": h.type,
+            "id": h.id, "agent": h.agent or None, "event": h.event, "matcher": h.matcher.source, "type": h.type,
             "command": h.command, "name": h.name, "scope": h.scope.value, "source": h.source,
             "path": h.json_path, "sandbox": h.sandbox.describe(), "timeout": h.timeout,
             "async": h.is_async, "once": h.once, "on_error": h.on_error,
@@ -121,12 +127,18 @@ class _Run:
 
 @dataclass(frozen=True)
 class _Gate:
-    """What the gates decided for one hook: skip it, fail it, or run it (with its reviewed files)."""
+    """What the gates decided for one hook: skip it, fail it, or run it (with its reviewed files).
+
+    ``allow`` and ``trusted`` are the allow-list's and the trust store's
+    answers, for ``hookcage list`` (``trusted`` is None for the user's own hooks).
+    """
 
     skip: Skip | None = None
     outcome: HookOutcome | None = None
     files: tuple[FileState, ...] = ()
     deps: RunSetup | None = None
+    allow: AllowCheck | None = None
+    trusted: bool | None = None
 
 
 def _unstage(runs: Sequence[_Run]) -> None:
@@ -141,6 +153,11 @@ def _unstage(runs: Sequence[_Run]) -> None:
             break
         homes.unstage(run.extras)
     staging.release()  # the owner lock file too, once nothing of this process is staged
+
+
+def _dialect_of(hook: HookSpec) -> Dialect:
+    """The dialect a hook answers in: its agent's, or Claude Code's for hookcage's own files."""
+    return DIALECTS.get(hook.agent, DEFAULT_DIALECT)
 
 
 def _untrusted_note(details: Sequence[str], root: Path) -> str:
@@ -217,13 +234,16 @@ class HookExecutor:
         """The project root for a payload."""
         return project_root(payload, self._environ)
 
-    def load(self, root: Path | None) -> HookSet:
-        """Every scope's hooks for a project root."""
-        return load_hooks(self.settings, root)
+    def load(self, root: Path | None, agents: Sequence[Dialect] | None = None) -> HookSet:
+        """hookcage's own hooks and those of ``agents`` (every agent's when None) for a project root."""
+        return load_hooks(self.settings, root, list(DIALECTS.values()) if agents is None else agents,
+                          self._environ)
 
-    def inventory(self, root: Path | None, event: str | None = None) -> tuple[HookSet, list[HookView]]:
+    def inventory(
+        self, root: Path | None, event: str | None = None, *, agents: Sequence[Dialect] | None = None
+    ) -> tuple[HookSet, list[HookView]]:
         """Every configured hook (optionally of one event) and whether it would run."""
-        hookset = self.load(root)
+        hookset = self.load(root, agents)
         views = [self._view(hookset, h, root) for h in hookset.hooks if event is None or h.event == event]
         return hookset, views
 
@@ -231,35 +251,29 @@ class HookExecutor:
         skip = hookset.skip(hook)
         if skip is not None or root is None:
             return HookView(hook, skip)
-        allow = self.allowlist_check(hook, root)
-        trusted: bool | None = None
-        detail = ""
-        if hook.scope.from_repository:
-            try:
-                trusted = self.trust_store().is_trusted(self.trust_subject(hook, root).digest())
-                detail = "" if trusted else "new or changed since it was reviewed"
-            except HookcageError as exc:
-                trusted, detail = False, str(exc)
-        if not allow.allowed:
-            how = f"; to allow it: {allow.suggestion}" if allow.suggestion else ""
-            skip = Skip("not_allowlisted", allow.reason + how)
-        elif trusted is False:
-            skip = Skip("untrusted", detail)
-        return HookView(hook, skip, allow, trusted, detail)
+        gate = self._gate(hook, root, check_cache=False)
+        detail = gate.skip.detail if gate.skip is not None and gate.skip.reason == "untrusted" else ""
+        if gate.outcome is not None and gate.outcome.error:
+            detail = gate.outcome.error
+        return HookView(hook, gate.skip, gate.allow, gate.trusted, detail)
 
     # -- dispatch ------------------------------------------------------------
 
     def dispatch(
-        self, event: str | EventSpec, payload: Mapping[str, Any], *, defer_async: bool = False
+        self, event: str | EventSpec, payload: Mapping[str, Any], *, defer_async: bool = False,
+        dialect: Dialect = DEFAULT_DIALECT, raw: Mapping[str, Any] | None = None,
     ) -> Verdict:
         """Run every matching hook of ``event`` and fold their answers.
 
         Args:
             event: the event (name or spec).
-            payload: the agent's JSON payload.
+            payload: the payload in canonical (Claude Code) keys.
             defer_async: leave ``async`` hooks in :attr:`deferred` instead of
                 starting them on a background thread (the CLI runs them after
                 it has answered the agent).
+            dialect: the agent that asked: its files are read, its hooks run.
+            raw: the agent's payload as it sent it (what its own hooks read;
+                ``payload`` when None).
 
         Raises:
             PayloadError: the event is unknown or the payload lacks what it needs.
@@ -269,17 +283,44 @@ class HookExecutor:
         with contextlib.suppress(OSError):  # what a killed dispatch left (executor.sandbox.staging)
             staging.sweep_once(self.settings.home)
         root = self.root_for(payload)
-        hookset = self.load(root)
-        session = payload.get("session_id") or ""
-        stdin = build_stdin(spec, payload)
-
+        hookset = self.load(root, [dialect])
+        session = str(payload.get("session_id") or "")
+        inputs = {"": DEFAULT_DIALECT.hook_input(spec, payload),
+                  dialect.name: dialect.hook_input(spec, raw if raw is not None else payload)}
+        # select
+        matching = [h for h in hookset.for_event(spec.name) if selects(spec, h, payload)]
+        # gate
+        runs, background, considered, notes = self._gate_all(spec, hookset, matching, root, session, payload, inputs)
+        # run
+        try:
+            self._run_all(spec, runs, serial=dialect.serial)
+        finally:
+            _unstage(runs)
+        # fold
+        outcomes = [r.outcome for r in runs if r.outcome is not None]
         problems = [str(p) for p in hookset.problems_for(spec.name)]
+        verdict = fold(spec, outcomes, notes, problems)
+        # log
+        self._log([c if isinstance(c, dict) else self._record(spec, session, c.hook, run=c) for c in considered])
+        if background:
+            job = self._background_job(spec, session, background)
+            if defer_async:
+                self.deferred.append(job)
+            else:
+                self._start_background(job)
+        return verdict
+
+    def _gate_all(
+        self, spec: EventSpec, hookset: HookSet, matching: Sequence[HookSpec], root: Path, session: str,
+        payload: Mapping[str, Any], inputs: Mapping[str, Any],
+    ) -> tuple[list[_Run], list[_Run], list[dict[str, Any] | _Run], list[str]]:
+        """Every gate for every matching hook: the runs to start now, those in the background,
+        every hook considered (config order, for the log) and hookcage's notes for the user."""
         notes: list[str] = []
         untrusted: list[str] = []
-        considered: list[dict[str, Any] | _Run] = []  # config order, for the log
+        considered: list[dict[str, Any] | _Run] = []
         runs: list[_Run] = []
         background: list[_Run] = []
-        matching = [h for h in hookset.for_event(spec.name) if event_matches(spec, h.matcher, payload)]
         # Duplicates are folded among the hooks that may run, so a disabled or
         # invalid copy never shadows a runnable one.
         runnable = {id(h) for h in dedupe([h for h in matching if hookset.skip(h) is None])}
@@ -289,72 +330,57 @@ class HookExecutor:
             skip = hookset.skip(hook)
             if skip is None and id(hook) not in runnable:
                 continue
-            gate = _Gate() if skip is None else _Gate(skip=skip)
-            if gate.skip is None:
-                gate = self._gate(hook, root)
+            gate = _Gate(skip=skip) if skip is not None else self._gate(hook, root)
             if gate.skip is None and hook.once and session and not claim_once(self.settings.state_dir, session, hook.id):
                 gate = _Gate(skip=Skip("disabled", "a once hook that already ran in this session"))
             if gate.skip is not None:
-                skip = gate.skip
-                if skip.reason in ("unsupported_type", "not_allowlisted"):
-                    notes.append(f"hook {hook.label} not run: {skip.detail}")
-                elif skip.reason == "untrusted":
-                    untrusted.append(skip.detail)
-                considered.append(self._record(spec, session, hook, skip=skip))
+                if gate.skip.reason in ("unsupported_type", "not_allowlisted"):
+                    notes.append(f"hook {hook.label} not run: {gate.skip.detail}")
+                elif gate.skip.reason == "untrusted":
+                    untrusted.append(gate.skip.detail)
+                considered.append(self._record(spec, session, hook, skip=gate.skip))
                 continue
-            run = _Run(hook, self._request(hook, payload, root, stdin, session, gate.files, gate.deps),
+            run = _Run(hook, self._request(hook, payload, root, inputs[hook.agent], session, gate.files, gate.deps),
                        outcome=gate.outcome)
             if hook.is_async:
                 background.append(run)
             else:
                 runs.append(run)
                 considered.append(run)
-
         if untrusted:
             notes.append(_untrusted_note(untrusted, root))
-        try:
-            self._run_all(spec, runs)
-        finally:
-            _unstage(runs)
-        outcomes = [r.outcome for r in runs if r.outcome is not None]
-        verdict = fold(spec, outcomes, notes, problems)
-        self._log([
-            c if isinstance(c, dict) else self._record(spec, session, c.hook, run=c)
-            for c in considered
-        ])
-        if background:
-            job = self._background_job(spec, session, background)
-            if defer_async:
-                self.deferred.append(job)
-            else:
-                self._start_background(job)
-        return verdict
+        return runs, background, considered, notes
 
-    def _gate(self, hook: HookSpec, root: Path) -> _Gate:
-        """Gates 2-3 for one hook: extra mounts on disk, the allow-list, trust."""
+    def _gate(self, hook: HookSpec, root: Path, *, check_cache: bool = True) -> _Gate:
+        """Gates 2-3 for one hook: extra mounts on disk, the allow-list, trust (and its dependency cache).
+
+        The one place the gates are written: :meth:`dispatch` runs what passes,
+        ``hookcage list`` shows what each said (``check_cache=False``: only
+        whether it would run).
+        """
         skip = self._check_mounts(hook, root)
         if skip is not None:
             return _Gate(skip=skip)
         check = check_command(hook.command or "", self.allowlist, str(root))
         if not check.allowed:
             how = f"; to allow it: {check.suggestion}" if check.suggestion else ""
-            return _Gate(skip=Skip("not_allowlisted", check.reason + how))
+            return _Gate(skip=Skip("not_allowlisted", check.reason + how), allow=check)
         if not hook.scope.from_repository:
-            return _Gate()
+            return _Gate(allow=check)
         try:
             subject = self.trust_subject(hook, root)
             trusted = self.trust_store().is_trusted(subject.digest())
-        except UnsafeReference as exc:
-            return _Gate(skip=Skip("untrusted", str(exc)))
-        except TrustStoreError as exc:
-            return _Gate(skip=Skip("untrusted", str(exc)))
+        except (UnsafeReference, TrustStoreError) as exc:
+            return _Gate(skip=Skip("untrusted", str(exc)), allow=check, trusted=False)
         except HookcageError as exc:  # the image cannot be resolved: the hook cannot run
-            return _Gate(outcome=error_outcome(hook.label, str(exc), hook_id=hook.id))
+            return _Gate(outcome=error_outcome(hook.label, str(exc), hook_id=hook.id), allow=check, trusted=False)
         if not trusted:
-            return _Gate(skip=Skip("untrusted", "new or changed since it was reviewed"))
+            return _Gate(skip=Skip("untrusted", "new or changed since it was reviewed"), allow=check, trusted=False)
+        if not check_cache:
+            return _Gate(allow=check, trusted=True)
         needs = find_needs(subject.files)
         if not needs:
-            return _Gate(files=subject.files)
+            return _Gate(files=subject.files, allow=check, trusted=True)
         key = cache_key(needs, subject.files, str(subject.profile.get("image")))
         cache = self.dep_cache()
         if not cache.ready(key):
@@ -362,8 +388,8 @@ class HookExecutor:
             why = (f"its dependencies could not be fetched at review ({failure})" if failure else
                    "its dependencies are not installed (" + "; ".join(n.describe() for n in needs) + ")")
             message = f"{why}: not run; run `hookcage trust` in {root} to fetch them"
-            return _Gate(outcome=error_outcome(hook.label, message, hook_id=hook.id))
-        return _Gate(files=subject.files, deps=run_setup(cache.path(key), needs))
+            return _Gate(outcome=error_outcome(hook.label, message, hook_id=hook.id), allow=check, trusted=True)
+        return _Gate(files=subject.files, deps=run_setup(cache.path(key), needs), allow=check, trusted=True)
 
     def trust_store(self) -> TrustStore:
         """The trust store (``$HOOKCAGE_HOME/trust.json`` plus ``HOOKCAGE_TRUST_FILE``)."""
@@ -400,7 +426,8 @@ class HookExecutor:
         return TrustSubject(
             root=str(root), source=hook.source, event=hook.event, matcher=hook.matcher.source,
             type=hook.type, command=command, files=files, profile=profile,
-            capabilities=tuple(sorted(hook.capabilities)),
+            capabilities=tuple(sorted(hook.capabilities)), agent=hook.agent,
+            selectors=tuple((path, m.source) for path, m in hook.selectors),
         )
 
     @staticmethod
@@ -514,7 +541,7 @@ class HookExecutor:
         hook: HookSpec,
         payload: Mapping[str, Any],
         root: Path,
-        stdin: bytes,
+        hook_input: HookInput,
         session: str,
         files: Sequence[FileState] = (),
         deps: RunSetup | None = None,
@@ -526,14 +553,16 @@ class HookExecutor:
             cwd = str(root)
         # hookcage's own values win over the hook's env (a repository's hook may not set them at all).
         env = dict(hook.env)
+        env.update(hook_input.env)  # what the hook's agent sets for it (never the host's)
         env.update({name: str(root) for name in PROJECT_DIR_VARS})
+        env[IN_HOOK_VAR] = "1"  # a `hookcage dispatch` inside a hook answers at once: no recursion
         deps = deps or RunSetup()
         env.update(deps.env or {})
         transcript = payload.get("transcript_path")
         return RunRequest(
             command=deps.command(hook.command or ""),
             binds=deps.binds,
-            stdin=stdin,
+            stdin=hook_input.stdin,
             cwd=str(cwd),
             env=env,
             timeout=hook.timeout,
@@ -589,11 +618,16 @@ class HookExecutor:
                 self._owned.add(backend)
             return self._sandboxes[backend]
 
-    def _run_all(self, spec: EventSpec, runs: list[_Run]) -> None:
+    def _run_all(self, spec: EventSpec, runs: list[_Run], *, serial: bool = False) -> None:
         if not runs:
             return
-        if len(runs) == 1:
-            self._run_one(spec, runs[0])
+        if serial or len(runs) == 1:
+            # In order, stopping at the first block (agents that run their hooks so: ok).
+            for i, run in enumerate(runs):
+                self._run_one(spec, run)
+                if serial and run.outcome is not None and (run.outcome.status == "block" or run.outcome.decision == "deny"):
+                    del runs[i + 1:]
+                    break
             return
         workers = min(len(runs), self.settings.max_parallel)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hookcage-run") as pool:
@@ -617,7 +651,7 @@ class HookExecutor:
                                                     settings=self.settings, environ=self._environ)
             run.result = sandbox.run(run.request)
             r = run.result
-            outcome = parse_outcome(
+            outcome = _dialect_of(hook).parse_answer(
                 spec, hook.label, r.exit_code, r.stdout, r.stderr,
                 timed_out=r.timed_out, oom_killed=r.oom_killed, timeout=hook.timeout, hook_id=hook.id,
                 sandbox=hook.sandbox, image=hook.sandbox.image or self.settings.image,

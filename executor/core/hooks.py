@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
-from executor.core.events import EVENTS, event_names
+from executor.core.envnames import PROJECT_DIR_VARS
+from executor.core.events import EVENTS, EventSpec
 from executor.core.matchers import Matcher, compile_matcher
 from executor.sandbox.base import SandboxOptions
 
@@ -55,10 +56,12 @@ class Problem:
     message: str
     severity: Literal["error", "warning"] = "error"
     event: str | None = None
+    agent: str = ""
 
     def __str__(self) -> str:
         prefix = "warning: " if self.severity == "warning" else ""
-        return f"{prefix}{self.source}: {self.path}: {self.message}"
+        who = f"{self.agent} hook file " if self.agent else ""
+        return f"{prefix}{who}{self.source}: {self.path}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,10 @@ class HookSpec:
     env: tuple[tuple[str, str], ...] = ()
     capabilities: frozenset[str] = frozenset()
     invalid: str | None = None
+    agent: str = ""
+    """The agent whose file it comes from (its dialect); "" for hookcage's own files."""
+    selectors: tuple[tuple[str, Matcher], ...] = ()
+    """Further payload fields that must match (dotted paths, e.g. ``tool_input.file_path``)."""
 
     @property
     def id(self) -> str:
@@ -93,8 +100,14 @@ class HookSpec:
         return "h" + _digest([self.scope.value, self.source, self.event, *self.identity()])[:11]
 
     def identity(self) -> list[Any]:
-        """What makes two handlers "the same hook" (run once when repeated)."""
-        return [self.type, self.command, _options_json(self.sandbox), list(self.env)]
+        """What makes two handlers "the same hook" (run once when repeated).
+
+        An agent's hook reads that agent's payload and answers in its dialect, so
+        the agent is part of it; hookcage's own hooks keep the identity (and the
+        ids) they had before agents' files were read.
+        """
+        base = [self.type, self.command, _options_json(self.sandbox), list(self.env)]
+        return [*base, self.agent] if self.agent else base
 
     @property
     def label(self) -> str:
@@ -104,7 +117,11 @@ class HookSpec:
 
 @dataclass(frozen=True)
 class HookFile:
-    """A parsed hook file."""
+    """A parsed hook file.
+
+    ``routes`` are the JSON paths of entries that call ``hookcage dispatch``:
+    hookcage's own routing, never hooks (:func:`is_self_route`).
+    """
 
     source: str
     scope: Scope
@@ -112,6 +129,10 @@ class HookFile:
     problems: tuple[Problem, ...] = ()
     disable_all: bool = False
     managed_only: bool = False
+    agent: str = ""
+    routes: tuple[str, ...] = ()
+    disable_reason: str = ""
+    """What switched the file's hooks off when ``disable_all`` (default: disableAllHooks)."""
 
     @property
     def errors(self) -> tuple[Problem, ...]:
@@ -154,23 +175,91 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _MEMORY = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?\Z")
 
 
-class _Collector:
-    """Gathers problems while walking one file."""
+class Collector:
+    """Gathers problems while walking one file (of one agent)."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, agent: str = "") -> None:
         self.source = source
+        self.agent = agent
         self.problems: list[Problem] = []
+        self.routes: list[str] = []
 
     def error(self, path: str, message: str, event: str | None = None) -> str:
-        self.problems.append(Problem(self.source, path, message, "error", event))
+        self.problems.append(Problem(self.source, path, message, "error", event, self.agent))
         return message
 
     def warn(self, path: str, message: str, event: str | None = None) -> None:
-        self.problems.append(Problem(self.source, path, message, "warning", event))
+        self.problems.append(Problem(self.source, path, message, "warning", event, self.agent))
+
+
+@dataclass(frozen=True)
+class FileShape:
+    """How one agent's Claude-Code-shaped hook file differs from hookcage's own.
+
+    Attributes:
+        agent: the agent ("" for hookcage's own files).
+        event_names: the agent's event names -> canonical names (an event not
+            listed is looked up in the catalog as it is).
+        own_events: the agent's events with no canonical twin, carried under
+            their own name (only that agent's hooks match them).
+        timeout_scale: seconds per unit of ``timeout`` (0.001 for agents that
+            count milliseconds).
+        default_timeout: the agent's default, in seconds.
+        compile: how the agent's ``matcher`` strings are compiled.
+        ignored_keys: handler keys the agent reads that hookcage does not act on.
+    """
+
+    agent: str = ""
+    event_names: Mapping[str, str] = field(default_factory=dict)
+    own_events: Mapping[str, EventSpec] = field(default_factory=dict)
+    timeout_scale: float = 1.0
+    default_timeout: float = DEFAULT_TIMEOUT
+    compile: Any = compile_matcher
+    ignored_keys: frozenset[str] = frozenset()
+    canonical_names: bool = True
+    """The agent's files may also name events canonically (Claude-Code-like agents)."""
+
+    def event(self, name: str) -> str | None:
+        """The name hooks of ``name`` are filed under (canonical, or the agent's own), or None."""
+        if name in self.own_events:
+            return name
+        canonical = self.event_names.get(name, name if self.canonical_names else None)
+        return canonical if canonical in EVENTS else None
+
+    def spec(self, name: str) -> EventSpec:
+        """The event spec of a name :meth:`event` returned."""
+        return self.own_events.get(name) or EVENTS[name]
+
+    def event_list(self) -> str:
+        """The event names this agent's files may use, for messages."""
+        names = [*self.event_names, *self.own_events]
+        if self.canonical_names:
+            names += [n for n in EVENTS if n not in names]
+        return ", ".join(names)
+
+
+HOOKCAGE_FILES = FileShape()
+"""hookcage's own files: the canonical catalog, seconds, Claude Code's matchers."""
+
+# `hookcage dispatch`, `/path/to/hookcage dispatch`, `hookcage --opt dispatch`,
+# `python -m executor.entry dispatch`, `uvx hookcage dispatch`: hookcage's own route.
+_SELF_ROUTE = re.compile(
+    r"(?:^|[\s;&|(`'\"/=])(?:hookcage|executor(?:\.entry|\.cli)?)(?:['\"]?\s+--?[A-Za-z][-\w=.]*)*['\"]?\s+['\"]?dispatch\b"
+)
+
+
+def is_self_route(command: str) -> bool:
+    """Does this command call ``hookcage dispatch``? Then it is hookcage's route, never a hook.
+
+    An agent's file that routes its events to hookcage holds such entries;
+    running them as hooks would make hookcage call itself.
+    """
+    return bool(_SELF_ROUTE.search(command))
 
 
 def parse_hook_file(
-    data: Any, *, scope: Scope, source: str, project_root: str | None = None
+    data: Any, *, scope: Scope, source: str, project_root: str | None = None,
+    shape: FileShape = HOOKCAGE_FILES,
 ) -> HookFile:
     """Validate the decoded JSON of one hook file and flatten its handlers.
 
@@ -179,13 +268,18 @@ def parse_hook_file(
         scope: which scope the file belongs to (decides what it may ask for).
         source: the file's path, for messages.
         project_root: the project root, to resolve and check ``mounts``.
+        shape: the agent whose file it is (hookcage's own by default).
     """
-    out = _Collector(source)
+    out = Collector(source, shape.agent)
     if not isinstance(data, dict):
         out.error("$", "the top level must be a JSON object")
-        return HookFile(source, scope, problems=tuple(out.problems))
+        return HookFile(source, scope, problems=tuple(out.problems), agent=shape.agent)
     disable_all = _flag(data, "disableAllHooks", out)
     managed_only = _flag(data, "allowManagedHooksOnly", out)
+    if shape.agent:
+        # The agent's own switch for its own loader (`hookcage install` sets it so the agent
+        # stops running repository hooks itself): hookcage still runs them, through its gates.
+        managed_only = False
     if managed_only and scope is not Scope.MANAGED:
         out.warn("$.allowManagedHooksOnly", "only honoured in the managed hook file; ignored here")
         managed_only = False
@@ -196,20 +290,22 @@ def parse_hook_file(
     if not isinstance(hooks, dict):
         out.error("$.hooks", "must be an object mapping event names to matcher groups")
         hooks = {}
-    for event, groups in hooks.items():
-        epath = f"$.hooks.{event}"
-        if event not in EVENTS:
-            out.error(epath, f"unknown event {event!r}; valid events: {event_names()}")
+    for name, groups in hooks.items():
+        epath = f"$.hooks.{name}"
+        event = shape.event(name)
+        if event is None:
+            out.error(epath, f"unknown event {name!r}; valid events: {shape.event_list()}")
             continue
         if not isinstance(groups, list):
             out.error(epath, "must be an array of matcher groups", event)
             continue
         for gi, group in enumerate(groups):
-            specs.extend(_parse_group(group, f"{epath}[{gi}]", event, scope, project_root, out))
-    return HookFile(source, scope, tuple(specs), tuple(out.problems), disable_all, managed_only)
+            specs.extend(_parse_group(group, f"{epath}[{gi}]", event, scope, project_root, out, shape))
+    return HookFile(source, scope, tuple(specs), tuple(out.problems), disable_all, managed_only,
+                    shape.agent, tuple(out.routes))
 
 
-def _flag(data: Mapping[str, Any], key: str, out: _Collector) -> bool:
+def _flag(data: Mapping[str, Any], key: str, out: Collector) -> bool:
     value = data.get(key, False)
     if not isinstance(value, bool):
         out.error(f"$.{key}", "must be true or false")
@@ -218,7 +314,8 @@ def _flag(data: Mapping[str, Any], key: str, out: _Collector) -> bool:
 
 
 def _parse_group(
-    group: Any, path: str, event: str, scope: Scope, root: str | None, out: _Collector
+    group: Any, path: str, event: str, scope: Scope, root: str | None, out: Collector,
+    shape: FileShape,
 ) -> list[HookSpec]:
     if not isinstance(group, dict):
         out.error(path, "a matcher group must be an object with 'matcher' and 'hooks'", event)
@@ -227,33 +324,53 @@ def _parse_group(
     if raw_matcher is not None and not isinstance(raw_matcher, str):
         out.error(f"{path}.matcher", "must be a string", event)
         return []
-    matcher = compile_matcher(raw_matcher)
+    matcher = shape.compile(raw_matcher)
     if matcher.error:
         # Not fatal: the group never fires (or the event ignores matchers), and saying so is enough.
-        effect = "this group never fires" if EVENTS[event].matcher_field else f"{event} ignores matchers"
+        effect = "this group never fires" if shape.spec(event).matcher_field else f"{event} ignores matchers"
         out.warn(f"{path}.matcher", f"{matcher.error} ({effect})", event)
-    for key in group.keys() - {"matcher", "hooks"}:
+    for key in group.keys() - {"matcher", "hooks"} - shape.ignored_keys:
         out.warn(f"{path}.{key}", "unknown key, ignored", event)
     handlers = group.get("hooks")
     if not isinstance(handlers, list):
         out.error(f"{path}.hooks", "must be an array of hook handlers", event)
         return []
-    return [
-        _parse_handler(h, f"{path}.hooks[{hi}]", event, matcher, scope, root, out)
-        for hi, h in enumerate(handlers)
-    ]
+    specs = []
+    for hi, raw in enumerate(handlers):
+        spec = parse_handler(raw, f"{path}.hooks[{hi}]", event, matcher, scope, root, out, shape=shape)
+        if spec is not None:
+            specs.append(spec)
+    return specs
 
 
-def _parse_handler(
+def parse_handler(
     raw: Any, path: str, event: str, matcher: Matcher, scope: Scope, root: str | None,
-    out: _Collector,
-) -> HookSpec:
-    base = HookSpec(event, matcher, "command", None, scope, out.source, path)
+    out: Collector, *, shape: FileShape = HOOKCAGE_FILES, keys: Mapping[str, str] | None = None,
+) -> HookSpec | None:
+    """Validate one handler (Claude Code's keys) into a :class:`HookSpec`.
+
+    Args:
+        raw: the handler object; agents with other spellings map theirs to
+            Claude Code's before calling (``keys`` maps back, for messages).
+        keys: hookcage's key -> the key the file really has, so an error names
+            the key the author wrote (``timeoutSec``, ``bash``...).
+
+    Returns:
+        The spec, or None for an entry that routes to ``hookcage dispatch``
+        (hookcage's own route: recorded in ``out.routes``, never a hook).
+    """
+    base = HookSpec(event, matcher, "command", None, scope, out.source, path, agent=shape.agent,
+                    timeout=shape.default_timeout)
+    if isinstance(raw, dict) and isinstance(raw.get("command"), str) and is_self_route(raw["command"]):
+        out.routes.append(path)
+        return None
+    keys = keys or {}
     if not isinstance(raw, dict):
         return replace(base, invalid=out.error(path, "a hook handler must be an object", event))
     errors: list[str] = []
 
     def err(key: str, message: str) -> None:
+        key = keys.get(key, key)
         errors.append(out.error(f"{path}.{key}" if key else path, message, event))
 
     hook_type = raw.get("type")
@@ -270,10 +387,16 @@ def _parse_handler(
     elif command is not None and not isinstance(command, str):
         err("command", "must be a string")
         command = None
-    timeout = raw.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT:
-        err("timeout", f"must be a number of seconds between 0 and {int(MAX_TIMEOUT)}")
-        timeout = DEFAULT_TIMEOUT
+    timeout = raw.get("timeout", shape.default_timeout)
+    if "timeout" not in raw:
+        timeout = shape.default_timeout
+    elif (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+          or not 0 < timeout * shape.timeout_scale <= MAX_TIMEOUT):
+        unit = "milliseconds" if shape.timeout_scale == 0.001 else "seconds"
+        err("timeout", f"must be a number of {unit} between 0 and {int(MAX_TIMEOUT / shape.timeout_scale)}")
+        timeout = shape.default_timeout
+    else:
+        timeout = timeout * shape.timeout_scale
     bools: dict[str, bool] = {}
     for key, default in (("async", False), ("once", False), ("enabled", True)):
         value = raw.get(key, default)
@@ -297,7 +420,7 @@ def _parse_handler(
         capabilities = []
     sandbox, sandbox_env = _parse_sandbox(raw.get("sandbox"), path, event, scope, root, errors, out)
     for key in sorted(raw.keys() - _HANDLER_KEYS):
-        if key in _IGNORED_KEYS:
+        if key in _IGNORED_KEYS or key in shape.ignored_keys:
             continue
         hint = " (hookcage does not support 'if': the hook runs whenever its matcher matches)" if key == "if" else ""
         out.warn(f"{path}.{key}", f"unknown key, ignored{hint}", event)
@@ -324,7 +447,7 @@ def _parse_handler(
 
 
 def _parse_env(
-    raw: Any, path: str, *, err_path: str, errors: list[str], out: _Collector, event: str,
+    raw: Any, path: str, *, err_path: str, errors: list[str], out: Collector, event: str,
     scope: Scope = Scope.USER,
 ) -> tuple[tuple[str, str], ...]:
     if raw is None:
@@ -357,9 +480,7 @@ def _parse_env(
 # Matched on the upper-cased name.
 _PROTECTED_ENV = {
     # hookcage's own values, always set by hookcage
-    "CLAUDE_PROJECT_DIR": "hookcage sets it to the project root",
-    "HOOKCAGE_PROJECT_DIR": "hookcage sets it to the project root",
-    "CODEBUDDY_PROJECT_DIR": "hookcage sets it to the project root",
+    **{name: "hookcage sets it to the project root" for name in PROJECT_DIR_VARS},
     "CLAUDE_ENV_FILE": "hookcage sets it",
     "HOME": "it moves the start-up and configuration files programs read",
     "PATH": "it decides which program a command name runs",
@@ -435,7 +556,7 @@ def protected_env_name(name: str) -> str | None:
 
 def _parse_sandbox(
     raw: Any, path: str, event: str, scope: Scope, root: str | None, errors: list[str],
-    out: _Collector,
+    out: Collector,
 ) -> tuple[SandboxOptions, tuple[tuple[str, str], ...]]:
     spath = f"{path}.sandbox"
 

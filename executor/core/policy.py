@@ -8,15 +8,19 @@ skipped (or ``None`` when it may go on to the next gates).
 in the managed file it disables everything; in the user file, user, project
 and local hooks; in a project or local file, only project and local hooks.
 ``allowManagedHooksOnly`` (managed file only) disables every other scope.
+An agent's file (``.claude/settings.json``...) switches off only that
+agent's hooks; hookcage's own files switch off every agent's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from executor.core.events import EventSpec
 from executor.core.hooks import HookFile, HookSpec, Problem, Scope
+from executor.core.matchers import event_matches
 
 SkipReason = Literal["invalid", "disabled", "unsupported_type", "untrusted", "not_allowlisted"]
 
@@ -45,7 +49,8 @@ class HookSet:
 
     files: tuple[HookFile, ...]
     hooks: tuple[HookSpec, ...]
-    disabled: dict[Scope, str]
+    disabled: dict[tuple[str | None, Scope], str]
+    """(agent, scope) -> why its hooks are off; agent None: every agent's and hookcage's."""
 
     @property
     def problems(self) -> tuple[Problem, ...]:
@@ -66,8 +71,9 @@ class HookSet:
         """Why ``hook`` must not run (before trust and allow-list), or ``None``."""
         if hook.invalid:
             return Skip("invalid", hook.invalid)
-        if hook.scope in self.disabled:
-            return Skip("disabled", self.disabled[hook.scope])
+        why = self.disabled.get((None, hook.scope)) or self.disabled.get((hook.agent, hook.scope))
+        if why:
+            return Skip("disabled", why)
         if not hook.enabled:
             return Skip("disabled", "\"enabled\": false")
         if hook.type not in SUPPORTED_TYPES:
@@ -78,13 +84,34 @@ class HookSet:
 def merge(files: Iterable[HookFile]) -> HookSet:
     """Merge hook files of all scopes: lists are appended in scope order, never replaced."""
     ordered = tuple(sorted(files, key=lambda f: _SCOPE_ORDER[f.scope]))
-    disabled: dict[Scope, str] = {}
+    disabled: dict[tuple[str | None, Scope], str] = {}
     for f in ordered:
+        agent = f.agent or None
         if f.disable_all:
             for scope in _DISABLES[f.scope]:
-                disabled.setdefault(scope, f"disableAllHooks in {f.source}")
-        if f.managed_only and f.scope is Scope.MANAGED:
+                disabled.setdefault((agent, scope), f"{f.disable_reason or 'disableAllHooks'} in {f.source}")
+        if f.managed_only and f.scope is Scope.MANAGED and not f.agent:
             for scope in (Scope.USER, Scope.PROJECT, Scope.LOCAL):
-                disabled.setdefault(scope, f"allowManagedHooksOnly in {f.source}")
+                disabled.setdefault((None, scope), f"allowManagedHooksOnly in {f.source}")
     hooks = tuple(h for f in ordered for h in f.hooks)
     return HookSet(ordered, hooks, disabled)
+
+
+def _field(payload: Mapping[str, Any], path: str) -> Any:
+    value: Any = payload
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def selects(event: EventSpec, hook: HookSpec, payload: Mapping[str, Any]) -> bool:
+    """Does ``hook`` fire for this payload: its matcher, and every further field it matches on."""
+    if not event_matches(event, hook.matcher, payload):
+        return False
+    for path, matcher in hook.selectors:
+        value = _field(payload, path)
+        if not matcher.matches(value if isinstance(value, str) else None):
+            return False
+    return True

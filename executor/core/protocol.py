@@ -19,18 +19,19 @@ How this works:
    order, into one :class:`Verdict`: deny > defer > ask > allow; any block
    blocks; ``continue: false`` wins; contexts and system messages
    concatenate; two different input rewrites become ``ask`` naming both.
-4. :func:`render` turns the verdict into hookcage's own answer to the agent,
-   in the agent's :class:`Dialect`: exit 0 with the folded JSON on stdout
+4. The agent's dialect (:meth:`executor.dialects.base.Dialect.render`) turns
+   the verdict into hookcage's own answer to the agent, in its words; for
+   Claude Code: exit 0 with the folded JSON on stdout
    (``{}`` when there is nothing to say); a block rides in that JSON where
    the agent reads it there (``permissionDecision: "deny"``,
    ``decision.behavior: "deny"`` or ``decision: "block"``), else it is exit 2
-   with the reason on stderr. :func:`resolve_dialect` picks the dialect from
-   ``--agent`` or recognises it from the payload.
+   with the reason on stderr. :func:`executor.dialects.resolve_dialect`
+   picks the dialect from ``--agent`` or recognises it from the payload.
 
 Every string that reaches the agent passes :func:`executor.core.text.sanitize`
 (terminal escapes, controls, bidi and invisible characters shown as visible
 escapes such as ``\\x1b``, nothing dropped) and is capped at 10,000
-characters; :func:`render` applies it once more to whatever it writes, so no
+characters; the dialect's ``render`` applies it once more to whatever it writes, so no
 path around the parser reaches the agent raw. hookcage's own lines come
 first in the system message, one line each, secrets redacted.
 """
@@ -45,7 +46,6 @@ from typing import Any, Literal, Protocol
 
 from executor.core.events import EventSpec
 from executor.core.text import MESSAGE_CAP, cap_text, decode, first_line, one_line, redact, sanitize
-from executor.errors import PayloadError
 
 Decision = Literal["allow", "deny", "ask", "defer"]
 Status = Literal["ok", "block", "error"]
@@ -130,10 +130,14 @@ class AgentAnswer:
     stderr: str
 
 
-def build_stdin(event: EventSpec, payload: Mapping[str, Any]) -> bytes:
-    """The bytes every hook of this event reads on stdin: the payload passed through."""
+def build_stdin(event: EventSpec, payload: Mapping[str, Any], *, name: str | None = None) -> bytes:
+    """The bytes every hook of this event reads on stdin: the payload passed through.
+
+    Args:
+        name: the event's name in the hook's dialect (the canonical name by default).
+    """
     data = dict(payload)
-    data["hook_event_name"] = event.name
+    data["hook_event_name"] = name or event.name
     return _dumps(data).encode("utf-8")
 
 
@@ -731,179 +735,3 @@ def fold(
 def fail_verdict(event_name: str, message: str, *, block: bool) -> AgentAnswer:
     """hookcage's answer when no verdict could be produced (bad input, ...)."""
     return AgentAnswer(2 if block else 1, "", f"hookcage: {redact(one_line(message, MESSAGE_CAP))}\n")
-
-
-# -- the agent's dialect of hookcage's answer ----------------------------------------------
-
-BlockForm = Literal["exit2", "decision", "permission", "permission_request"]
-"""How an answer carries a block: exit 2 + stderr, or one of the agent's JSON forms."""
-
-CLAUDE_DECISION_EVENTS: frozenset[str] = frozenset({
-    "UserPromptSubmit", "UserPromptExpansion", "PostToolUse", "PostToolUseFailure", "PostToolBatch",
-    "Stop", "SubagentStop", "ConfigChange", "PreCompact", "TaskCreated",
-})
-"""Events whose block Claude Code reads from top-level ``decision: "block"`` + ``reason``.
-
-From the "Decision control" table of Claude Code's hooks reference
-(code.claude.com/docs/en/hooks): UserPromptSubmit, UserPromptExpansion,
-PostToolUse, PostToolUseFailure, PostToolBatch, Stop, SubagentStop,
-ConfigChange and PreCompact use "Top-level ``decision``"; TaskCreated takes
-"Exit code or top-level ``decision``". TeammateIdle and TaskCompleted block
-by exit code 2 only (their JSON ``continue: false`` stops the teammate, which
-is something else), so they are not here. PreToolUse and PermissionRequest
-have forms of their own (:meth:`Dialect.block_form`).
-"""
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """How one agent reads hookcage's answer (pure data; see :data:`DIALECTS`).
-
-    Attributes:
-        name: what ``hookcage dispatch --agent`` calls it.
-        title: the agent, for ``--agent help``.
-        json_blocks: blocks ride in the JSON answer (exit 0) on the events
-            where the agent reads them there; ``False``: every block is exit 2
-            with the reason on stderr (agents that read exit codes only).
-        decision_events: the events whose block is top-level ``decision: "block"``.
-        input_key: the ``hookSpecificOutput`` key of a PreToolUse input rewrite.
-        recognised_by: payload keys that, all present as strings, identify the
-            agent when ``--agent`` is not given (empty: never guessed).
-    """
-
-    name: str
-    title: str
-    json_blocks: bool = True
-    decision_events: frozenset[str] = CLAUDE_DECISION_EVENTS
-    input_key: str = "updatedInput"
-    recognised_by: tuple[str, ...] = ()
-
-    def block_form(self, event: EventSpec) -> BlockForm:
-        """How a blocking verdict on ``event`` is answered in this dialect."""
-        if not self.json_blocks:
-            return "exit2"
-        if event.name == "PermissionRequest":
-            return "permission_request"
-        if event.permission:
-            return "permission"
-        if event.name in self.decision_events:
-            return "decision"
-        return "exit2"
-
-    def recognises(self, payload: Mapping[str, Any]) -> bool:
-        """The payload carries every key this agent is recognised by."""
-        return bool(self.recognised_by) and all(isinstance(payload.get(k), str) for k in self.recognised_by)
-
-
-CLAUDE = Dialect("claude", "Claude Code (the default)")
-CODEBUDDY = Dialect(
-    "codebuddy", "CodeBuddy Code: spells the PreToolUse input rewrite modifiedInput",
-    input_key="modifiedInput",
-    # CodeBuddy Code 2.163 adds these to every payload ({"client": "CLI", "version": "2.163.0",
-    # "generation_id": "...", "model": "..."}); Claude Code sends none of them (only
-    # SessionStart's model), Cursor's generation_id comes without client and version.
-    recognised_by=("client", "version", "generation_id"),
-)
-EXIT_CODES = Dialect("exit-codes", "agents that read exit codes only: every block is exit 2",
-                     json_blocks=False)
-"""The rendering for agents that read no JSON verdict (not registered yet: later agents build on it)."""
-DIALECTS: Mapping[str, Dialect] = {d.name: d for d in (CLAUDE, CODEBUDDY)}
-"""The agents ``hookcage dispatch --agent`` knows, by name."""
-DEFAULT_DIALECT = CLAUDE
-
-
-def agent_names() -> str:
-    """The known agent names, comma-separated, for messages."""
-    return ", ".join(DIALECTS)
-
-
-def get_dialect(name: str) -> Dialect:
-    """The dialect of the agent called ``name``.
-
-    Raises:
-        PayloadError: no such agent; the message lists the known ones.
-    """
-    try:
-        return DIALECTS[name]
-    except KeyError:
-        raise PayloadError(
-            f"unknown agent {name!r}; known agents: {agent_names()} (hookcage dispatch --agent help)"
-        ) from None
-
-
-def detect_dialect(payload: Mapping[str, Any]) -> Dialect:
-    """The agent recognised from its payload; Claude Code when none is (the canonical dialect)."""
-    for dialect in DIALECTS.values():
-        if dialect.recognises(payload):
-            return dialect
-    return DEFAULT_DIALECT
-
-
-def resolve_dialect(agent: str | None, payload: Mapping[str, Any]) -> Dialect:
-    """``--agent`` when given (raises :class:`PayloadError` when unknown), else recognised from the payload."""
-    return get_dialect(agent) if agent is not None else detect_dialect(payload)
-
-
-def _block_reason(event: EventSpec, verdict: Verdict) -> str:
-    reason = verdict.reason if verdict.blocked else verdict.decision_reason
-    if verdict.blocked and verdict.decision == "deny" and verdict.decision_reason:
-        reason = _join([verdict.reason, verdict.decision_reason])
-    return sanitize(reason) if reason else f"blocked by hookcage ({event.name})"
-
-
-def render(event: EventSpec, verdict: Verdict, dialect: Dialect = DEFAULT_DIALECT) -> AgentAnswer:
-    """hookcage's answer to the agent for a verdict, in the agent's dialect.
-
-    A verdict that blocks is answered in the JSON the agent reads for that
-    event, so its system message and context travel with it: PreToolUse
-    ``permissionDecision: "deny"``, PermissionRequest ``decision.behavior:
-    "deny"``, or top-level ``decision: "block"`` (:data:`CLAUDE_DECISION_EVENTS`).
-    Elsewhere, and in a dialect without JSON blocks, it is exit 2 with the
-    reason on stderr. ``continue: false`` wins over a block, as before.
-    """
-    blocks = verdict.blocks
-    form = dialect.block_form(event) if blocks else None
-    if form == "exit2":
-        return AgentAnswer(2, "", _block_reason(event, verdict) + "\n")
-    reason = _block_reason(event, verdict) if blocks else None
-    out: dict[str, Any] = {}
-    if form == "decision":
-        out["decision"] = "block"
-        out["reason"] = reason
-    if not verdict.continue_:
-        out["continue"] = False
-        if verdict.stop_reason:
-            out["stopReason"] = sanitize(verdict.stop_reason)
-    if verdict.suppress_output:
-        out["suppressOutput"] = True
-    if verdict.system_message:
-        out["systemMessage"] = sanitize(verdict.system_message)
-    specific: dict[str, Any] = {}
-    if event.name == "PermissionRequest":
-        if form == "permission_request":
-            specific["decision"] = {"behavior": "deny", "message": reason}
-        elif verdict.decision in ("allow", "deny"):  # a deny here: continue: false won over it
-            inner: dict[str, Any] = {"behavior": verdict.decision}
-            if verdict.decision == "allow" and verdict.updated_input is not None:
-                inner["updatedInput"] = verdict.updated_input
-            if verdict.decision == "deny" and verdict.decision_reason:
-                inner["message"] = sanitize(verdict.decision_reason)
-            specific["decision"] = inner
-    elif event.permission:
-        if form == "permission":
-            specific["permissionDecision"] = "deny"
-            specific["permissionDecisionReason"] = reason
-        else:
-            if verdict.decision:
-                specific["permissionDecision"] = verdict.decision
-                if verdict.decision_reason:
-                    specific["permissionDecisionReason"] = sanitize(verdict.decision_reason)
-            if verdict.updated_input is not None:
-                specific[dialect.input_key] = verdict.updated_input
-    if verdict.additional_context:
-        specific["additionalContext"] = sanitize(verdict.additional_context)
-    if verdict.updated_output is not UNSET:
-        specific["updatedToolOutput"] = verdict.updated_output
-    if specific:
-        out["hookSpecificOutput"] = {"hookEventName": event.name, **specific}
-    return AgentAnswer(0, _dumps(out) + "\n", "")

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from executor.core.events import get_event
-from executor.core.protocol import Verdict, render
+from executor.core.protocol import Verdict
+from executor.dialects import DEFAULT_DIALECT
 from executor.executor import HookExecutor
 from executor.settings import load_settings, update_allowlist
 
@@ -95,7 +96,7 @@ def _describe(verdict: Verdict, event: str) -> list[str]:
         lines.append(f"   hook {o.hook}: {state} (exit {o.exit_code})")
     if not verdict.outcomes:
         lines.append("   no hook ran")
-    answer = render(get_event(event), verdict)
+    answer = DEFAULT_DIALECT.render(get_event(event), verdict)
     shown = answer.stdout.strip() if answer.exit_code == 0 else answer.stderr.strip()
     if len(shown) > 400:
         shown = shown[:397] + "..."

@@ -52,10 +52,10 @@ from functools import lru_cache
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
+from executor.core.envnames import PROJECT_DIR_VARS
 from executor.core.text import sanitize
 from executor.gates import programs
 
-PROJECT_DIR_VARS = ("CLAUDE_PROJECT_DIR", "HOOKCAGE_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR")
 """Variables that stand for the project root in commands and entries (same as :mod:`executor.config`)."""
 
 

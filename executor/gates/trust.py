@@ -765,6 +765,10 @@ class TrustSubject:
     files: tuple[FileState, ...]
     profile: Mapping[str, Any]
     capabilities: tuple[str, ...]
+    agent: str = ""
+    """The agent whose file the hook is in (its dialect decides what its answer means)."""
+    selectors: tuple[tuple[str, str | None], ...] = ()
+    """Further payload fields the hook matches on (an agent's file patterns), as written."""
 
     def canonical(self) -> str:
         """The subject as canonical JSON (sorted keys, no spaces, ASCII).
@@ -788,6 +792,9 @@ class TrustSubject:
             ],
             "profile": self.profile,
             "capabilities": sorted(set(self.capabilities)),
+            # Only when set: records of hookcage's own hooks keep the hash they had.
+            **({"agent": self.agent} if self.agent else {}),
+            **({"selectors": [list(pair) for pair in self.selectors]} if self.selectors else {}),
         })
 
     def digest(self) -> str:

@@ -121,8 +121,8 @@ def dispatch_bytes(
         The answer, and the executor when one ran: the caller runs its
         ``deferred`` async hooks after answering, then closes it.
     """
-    from executor.core.events import resolve_event
-    from executor.core.protocol import fail_verdict, get_dialect, render, resolve_dialect
+    from executor.core.protocol import fail_verdict
+    from executor.dialects import get_dialect, resolve_dialect
     from executor.executor import HookExecutor
     from executor.settings import load_settings
 
@@ -135,11 +135,12 @@ def dispatch_bytes(
         fail_closed = settings.fail_closed
         payload = read_payload(raw)
         dialect = resolve_dialect(agent, payload)
-        spec = resolve_event(event, payload)
+        spec = dialect.resolve_event(event, payload)
+        canonical = dialect.canonical_payload(spec, payload)
         executor = (make_executor or HookExecutor)(settings)
         try:
-            verdict = executor.dispatch(spec, payload, defer_async=True)
-            return render(spec, verdict, dialect), executor
+            verdict = executor.dispatch(spec, canonical, defer_async=True, dialect=dialect, raw=payload)
+            return dialect.render(spec, verdict), executor
         except BaseException:
             executor.close()
             raise

@@ -39,6 +39,7 @@ import stat
 import sys
 
 from executor import __version__
+from executor.core.envnames import PROJECT_DIR_VARS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,7 +53,6 @@ CONNECT_TIMEOUT = 0.2
 """Seconds to reach the daemon; a unix socket answers at once or not at all."""
 DEFAULT_TIMEOUT = 600.0
 """Seconds one read may wait for the answer (hooks run meanwhile)."""
-PROJECT_DIR_VARS = ("CLAUDE_PROJECT_DIR", "HOOKCAGE_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR")
 """Where the project root comes from (the same names as ``executor.config``)."""
 BASE_ENV_VARS = ("PATH", "HOME", "LANG")
 """What a ``host`` hook inherits from the caller (``executor.sandbox.host.default_base_env``)."""

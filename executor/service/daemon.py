@@ -69,7 +69,9 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from executor import __version__
-from executor.core.protocol import DIALECTS, AgentAnswer, resolve_dialect
+from executor.core.envnames import PROJECT_DIR_VARS
+from executor.core.protocol import AgentAnswer
+from executor.dialects import DIALECTS, resolve_dialect
 from executor.errors import HookcageError, PayloadError, SandboxError
 from executor.executor import HookExecutor, SandboxFactory, default_sandbox_factory, docker_options
 from executor.sandbox import orphans, staging
@@ -198,15 +200,15 @@ def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str
     Raises:
         Refusal: the root, the payload's ``cwd`` or ``transcript_path`` is relative.
     """
-    environ = {name: env[name] for name in (*client.PROJECT_DIR_VARS, *client.AGENT_ENV_VARS) if name in env}
-    chosen = next((env[name] for name in client.PROJECT_DIR_VARS if env.get(name)), None)
+    environ = {name: env[name] for name in (*PROJECT_DIR_VARS, *client.AGENT_ENV_VARS) if name in env}
+    chosen = next((env[name] for name in PROJECT_DIR_VARS if env.get(name)), None)
     where = payload.get("cwd")
     if chosen is not None:
         _absolute(chosen, "the project directory")
     elif not (isinstance(where, str) and where):
         if cwd is None:
             raise Refusal("the caller has no working directory")
-        environ[client.PROJECT_DIR_VARS[0]] = _absolute(cwd, "the working directory")
+        environ[PROJECT_DIR_VARS[0]] = _absolute(cwd, "the working directory")
     if where and not (isinstance(where, str) and os.path.isabs(where)):
         raise Refusal(f"the payload's cwd {where!r} is not an absolute path")
     transcript = payload.get("transcript_path")

@@ -20,7 +20,7 @@ import pytest
 from support import OnlyThese, agent_session, allow, commands_in, containers_created
 
 from executor.core.events import get_event
-from executor.core.protocol import render
+from executor.dialects import DEFAULT_DIALECT
 from executor.executor import HookExecutor
 from executor.settings import load_settings
 
@@ -70,7 +70,7 @@ class Setup:
         settings = load_settings(home=self.home, managed_dir=self.managed)
         with HookExecutor(settings, environ={}) as ex:
             verdict = ex.dispatch(event, payload)
-        answer = render(get_event(event), verdict)
+        answer = DEFAULT_DIALECT.render(get_event(event), verdict)
         out = json.loads(answer.stdout) if answer.stdout else None
         return answer.exit_code, out, answer.stderr
 

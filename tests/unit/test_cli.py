@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from support import allow, commands_in
 
+from executor.dialects import DIALECTS, agent_names
+
 HOOKCAGE = shutil.which("hookcage")
 pytestmark = pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed (pip install -e .)")
 
@@ -138,15 +140,17 @@ def test_dispatch_answers_in_the_spelling_of_the_agent_that_asked(
 def test_dispatch_agent_help_lists_the_agents(cli: Cli) -> None:
     proc = cli.run("dispatch", "--agent", "help")  # no stdin read, nothing run
     assert proc.returncode == 0 and proc.stderr == ""
-    names = [line.split()[0] for line in proc.stdout.splitlines() if not line.startswith("Without")]
-    assert names == ["claude", "codebuddy"]
+    names = [line.split()[0] for line in proc.stdout.splitlines()
+             if line[:1].isalpha() and not line.startswith(("Without", "hookcage"))]
+    assert names == list(DIALECTS)
+    assert "project: .claude/settings.json" in proc.stdout
     assert "client, version, generation_id" in proc.stdout
 
 
 @pytest.mark.parametrize(("env", "code"), [({}, 1), ({"HOOKCAGE_FAIL_CLOSED": "1"}, 2)])
 def test_dispatch_unknown_agent_is_one_line(cli: Cli, env: dict[str, str], code: int) -> None:
-    proc = cli.run("dispatch", "--agent", "gemini", "Stop", stdin='{"session_id": "s"}', **env)
-    assert_one_line_error(proc, code, "unknown agent 'gemini'; known agents: claude, codebuddy")
+    proc = cli.run("dispatch", "--agent", "nosuchagent", "Stop", stdin='{"session_id": "s"}', **env)
+    assert_one_line_error(proc, code, f"unknown agent 'nosuchagent'; known agents: {agent_names()}")
     assert proc.stdout == ""
 
 

@@ -55,7 +55,7 @@ def split_imported(stderr: str) -> tuple[str, list[str]]:
 
 
 def not_stdlib(modules: list[str]) -> list[str]:
-    ours = {"executor", "executor.service", "executor.service.client", "executor.entry"}
+    ours = {"executor", "executor.core", "executor.core.envnames", "executor.service", "executor.service.client", "executor.entry"}
     return [m for m in modules if m not in ours and m.split(".")[0] not in sys.stdlib_module_names]
 
 
@@ -190,7 +190,7 @@ NOT_FORWARDED = (False, None, None)
         (["dispatch", "--agent", "codebuddy", "Stop"], (True, "Stop", "codebuddy")),
         (["dispatch", "Stop", "--agent", "codebuddy"], (True, "Stop", "codebuddy")),
         (["dispatch", "--agent=codebuddy", "Stop"], (True, "Stop", "codebuddy")),
-        (["dispatch", "--agent", "gemini"], (True, None, "gemini")),  # the daemon refuses it: the CLI says why
+        (["dispatch", "--agent", "nosuchagent"], (True, None, "nosuchagent")),  # the daemon refuses it: the CLI says why
         (["dispatch", "--agent", "help"], NOT_FORWARDED),
         (["dispatch", "--agent=help"], NOT_FORWARDED),
         (["dispatch", "--agent"], NOT_FORWARDED),
@@ -437,8 +437,8 @@ def _cases(project: Path, socket_path: Path) -> list[tuple[str, list[str], bytes
         ("rewrite for codebuddy by --agent", ["--agent", "codebuddy", "PreToolUse"], payload(**write), {}, True),
         ("codebuddy recognised from its payload", ["PreToolUse"], codebuddy, {}, True),
         ("--agent wins over the payload", ["PreToolUse", "--agent", "claude"], codebuddy, {}, True),
-        ("unknown agent: the command line says so", ["--agent", "gemini", "Stop"], payload(), {}, False),
-        ("unknown agent, fail-closed", ["--agent", "gemini", "Stop"], payload(), {"HOOKCAGE_FAIL_CLOSED": "1"}, False),
+        ("unknown agent: the command line says so", ["--agent", "nosuchagent", "Stop"], payload(), {}, False),
+        ("unknown agent, fail-closed", ["--agent", "nosuchagent", "Stop"], payload(), {"HOOKCAGE_FAIL_CLOSED": "1"}, False),
         ("ask", ["PreToolUse"], payload(tool_name="Read", tool_input={"file_path": "/x"}), {}, True),
         ("allow {}", ["PostToolUse"], payload(tool_name="Bash", tool_input={}, tool_response={}), {}, True),
         ("context, root from the caller's cwd", ["UserPromptSubmit"],
@@ -499,8 +499,8 @@ def test_each_agent_is_answered_in_its_own_spelling_on_both_paths(setup: Setup) 
             assert (code, err) == (0, ""), (args, mode)
             assert answer["hookSpecificOutput"][key] == {"file_path": "/tmp/x"}, (args, fields, mode)
             assert answer["systemMessage"] == "sandboxed the path"
-    code, out, err = setup.dispatch(["--agent", "gemini", "Stop"], b"{}", mode="auto")
-    assert (code, out) == (1, "") and err.startswith("hookcage: error: ") and "unknown agent 'gemini'" in err
+    code, out, err = setup.dispatch(["--agent", "nosuchagent", "Stop"], b"{}", mode="auto")
+    assert (code, out) == (1, "") and err.startswith("hookcage: error: ") and "unknown agent 'nosuchagent'" in err
     assert len(err.splitlines()) == 1
 
 

@@ -14,16 +14,20 @@ from executor.core.protocol import (
     apply_on_error,
     fold,
     parse_outcome,
-    render,
     restrict,
 )
 from executor.core.text import MESSAGE_CAP, TRUNCATION_MARK, needs_escape
+from executor.dialects import DEFAULT_DIALECT
 from executor.gates.trust import TrustRecord, TrustStore, TrustSubject, collect_references
 
 PRE = get_event("PreToolUse")
 STOP = get_event("Stop")
 TOKEN = "ghp_" + "Z9" * 20
 ESCAPES = "\x1b[2J\x1b]52;c;QUFB\x07\u202e\u200b\U000e0041"
+
+
+def render(spec, verdict):  # type: ignore[no-untyped-def]
+    return DEFAULT_DIALECT.render(spec, verdict)
 
 
 def _clean(text: str) -> bool:

@@ -130,7 +130,7 @@ def test_project_root_resolution(tmp_path: Path) -> None:
 def test_guess_scope_by_location(dirs: tuple[Path, Path], tmp_path: Path) -> None:
     home, managed = dirs
     s = load_settings()
-    assert guess_scope(home / "hooks.json", s) is Scope.USER
-    assert guess_scope(managed / "hooks.json", s) is Scope.MANAGED
-    assert guess_scope(tmp_path / ".hookcage" / "hooks.local.json", s) is Scope.LOCAL
-    assert guess_scope(tmp_path / "anything.json", s) is Scope.PROJECT
+    assert guess_scope(home / "hooks.json", s)[0] is Scope.USER
+    assert guess_scope(managed / "hooks.json", s)[0] is Scope.MANAGED
+    assert guess_scope(tmp_path / ".hookcage" / "hooks.local.json", s)[0] is Scope.LOCAL
+    assert guess_scope(tmp_path / "anything.json", s)[0] is Scope.PROJECT

@@ -1,0 +1,18 @@
+"""Environment variable names hookcage sets or reads, defined once (stdlib only, no imports).
+
+The stdlib-only client (:mod:`executor.service.client`) imports this module
+too, so it must stay free of imports.
+"""
+
+PROJECT_DIR_VARS: tuple[str, ...] = (
+    "CLAUDE_PROJECT_DIR", "HOOKCAGE_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR", "GEMINI_PROJECT_DIR",
+)
+"""The project-root variables: the first one set names the root; every hook gets them all.
+
+Each agent's dialect names the one its hooks read (``Dialect.project_dir_var``);
+a test checks each is here.
+"""
+
+IN_HOOK_VAR = "HOOKCAGE_IN_HOOK"
+"""Set in every hook's environment: a ``hookcage dispatch`` that sees it answers
+at once without running anything (no configuration can make hookcage call itself)."""

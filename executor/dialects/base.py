@@ -1,0 +1,366 @@
+"""What every agent's dialect implements (pure, no I/O): the one interface per agent.
+
+An agent reads its hooks from its own files, sends its own payload and reads
+its own answer. A dialect says, for one agent:
+
+1. **where its hooks live**: :meth:`Dialect.sources` lists the files per scope
+   (paths computed from the project root, ``HOME`` and the environment handed
+   in; the config edge reads them);
+2. **how a file reads**: :meth:`Dialect.parse` turns one decoded file into the
+   existing :class:`~executor.core.hooks.HookFile` of hook specs (Claude Code's
+   shape by default, through a :class:`~executor.core.hooks.FileShape`);
+3. **its events and tools**: native event names map to the canonical catalog
+   (:mod:`executor.core.events`) where a twin exists; an event with no twin is
+   carried under its own name (``FileShape.own_events``) and matched only by
+   that agent's hooks; tool names meet across agents through
+   :data:`executor.core.matchers.TOOL_ALIASES`;
+4. **payload in**: :meth:`Dialect.resolve_event` and
+   :meth:`Dialect.canonical_payload` turn the agent's stdin into the canonical
+   (Claude Code) payload the gates, matchers and hookcage's own hooks see;
+   :meth:`Dialect.hook_input` is what this agent's own hooks read (its payload
+   as it sent it);
+5. **answers**: :meth:`Dialect.parse_answer` reads one of this agent's hooks'
+   answers into the canonical :class:`~executor.core.protocol.HookOutcome` (so
+   an input rewrite in any spelling passes the same capability gate), and
+   :meth:`Dialect.render` writes hookcage's folded verdict in the agent's
+   answer.
+
+The defaults are Claude Code's (the canonical dialect): an agent that speaks
+it with a few differences overrides only those. Adding an agent is one module
+in this package that defines ``DIALECT`` (found by :mod:`executor.dialects`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from executor.core.events import EVENTS, EventSpec
+from executor.core.hooks import HOOKCAGE_FILES, FileShape, HookFile, Scope, parse_hook_file
+from executor.core.protocol import (
+    UNSET,
+    AgentAnswer,
+    HookOutcome,
+    SandboxFacts,
+    Verdict,
+    _dumps,
+    _join,
+    build_stdin,
+    parse_outcome,
+)
+from executor.core.text import sanitize
+from executor.errors import PayloadError
+
+FileFormat = Literal["json", "yaml", "toml"]
+
+
+@dataclass(frozen=True)
+class Where:
+    """What a dialect needs to name its files: the project root, ``HOME``, the environment."""
+
+    root: str | None
+    home: str
+    environ: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HookSource:
+    """One file an agent reads hooks from.
+
+    Attributes:
+        scope: managed, user, project or local.
+        path: absolute; with ``glob``, its last part is a pattern (``*.json``).
+        format: how the file is decoded.
+        condition: when the agent itself loads it (for ``--agent help`` and
+            ``hookcage list``; hookcage reads it regardless, and its hooks pass
+            hookcage's gates).
+    """
+
+    scope: Scope
+    path: str
+    glob: bool = False
+    format: FileFormat = "json"
+    condition: str = ""
+
+
+@dataclass(frozen=True)
+class HookInput:
+    """What one hook reads: its stdin, and environment variables its agent sets for it."""
+
+    stdin: bytes
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+BlockForm = Literal["exit2", "decision", "permission", "permission_request"]
+"""How an answer carries a block: exit 2 + stderr, or one of Claude Code's JSON forms."""
+
+CLAUDE_DECISION_EVENTS: frozenset[str] = frozenset({
+    "UserPromptSubmit", "UserPromptExpansion", "PostToolUse", "PostToolUseFailure", "PostToolBatch",
+    "Stop", "SubagentStop", "ConfigChange", "PreCompact", "TaskCreated",
+})
+"""Events whose block Claude Code reads from top-level ``decision: "block"`` + ``reason``.
+
+From the "Decision control" table of Claude Code's hooks reference
+(code.claude.com/docs/en/hooks): UserPromptSubmit, UserPromptExpansion,
+PostToolUse, PostToolUseFailure, PostToolBatch, Stop, SubagentStop,
+ConfigChange and PreCompact use "Top-level ``decision``"; TaskCreated takes
+"Exit code or top-level ``decision``". TeammateIdle and TaskCompleted block
+by exit code 2 only (their JSON ``continue: false`` stops the teammate, which
+is something else), so they are not here. PreToolUse and PermissionRequest
+have forms of their own (:meth:`Dialect.block_form`).
+"""
+
+
+class Dialect:
+    """One agent's hook files, payload and answers. The defaults are Claude Code's.
+
+    Attributes:
+        name: what ``--agent`` calls it.
+        title: the agent, for ``--agent help``.
+        shape: how its Claude-Code-shaped files differ from hookcage's own
+            (event names, own events, timeout unit, matchers).
+        project_dir_var: the variable its hooks read the project root from.
+        recognised_by: payload keys that, all present as strings, identify the
+            agent when ``--agent`` is not given (empty: never guessed).
+        serial: its hooks run one after another and stop at the first block
+            (else in parallel, folded).
+        json_blocks: blocks ride in the JSON answer on the events where the
+            agent reads them there; ``False``: every block is exit 2.
+        decision_events: events whose block is top-level ``decision: "block"``.
+        input_key: the ``hookSpecificOutput`` key of a PreToolUse input rewrite.
+        unsupported: what hookcage does not do for this agent, and why (docs,
+            ``--agent help``).
+    """
+
+    name: str = "claude"
+    title: str = "Claude Code"
+    shape: FileShape = HOOKCAGE_FILES
+    project_dir_var: str = "CLAUDE_PROJECT_DIR"
+    recognised_by: tuple[str, ...] = ()
+    serial: bool = False
+    json_blocks: bool = True
+    decision_events: frozenset[str] = CLAUDE_DECISION_EVENTS
+    input_key: str = "updatedInput"
+    unsupported: tuple[str, ...] = ()
+
+    # -- files ---------------------------------------------------------------------------
+
+    def sources(self, where: Where) -> list[HookSource]:
+        """Every file this agent reads hooks from, in config order (whether or not it exists)."""
+        return []
+
+    def parse(self, data: Any, *, scope: Scope, source: str, project_root: str | None,
+              environ: Mapping[str, str] | None = None) -> HookFile:
+        """One decoded hook file -> its hook specs and problems (Claude Code's shape by default)."""
+        return parse_hook_file(data, scope=scope, source=source, project_root=project_root,
+                               shape=self.shape)
+
+    # -- payload in ----------------------------------------------------------------------
+
+    def recognises(self, payload: Mapping[str, Any]) -> bool:
+        """The payload carries every key this agent is recognised by."""
+        return bool(self.recognised_by) and all(isinstance(payload.get(k), str) for k in self.recognised_by)
+
+    def event_name(self, payload: Mapping[str, Any]) -> Any:
+        """The event name the payload itself carries (``None`` when it has none)."""
+        return payload.get("hook_event_name")
+
+    def resolve_event(self, arg: str | None, payload: Mapping[str, Any]) -> EventSpec:
+        """The event, from the EVENT argument and/or the payload, in this agent's names or canonical ones.
+
+        Raises:
+            PayloadError: neither is given, they differ, or the name is unknown to this agent.
+        """
+        from_payload = self.event_name(payload)
+        if from_payload is not None and not isinstance(from_payload, str):
+            raise PayloadError("payload field 'hook_event_name' must be a string")
+        name = arg or from_payload
+        if not name:
+            raise PayloadError(
+                "no event: give it as an argument (hookcage dispatch PreToolUse) "
+                "or in the payload's 'hook_event_name'"
+            )
+        spec = self.event_spec(name)
+        if arg and from_payload and spec.name != self.event_spec(from_payload).name:
+            raise PayloadError(
+                f"event {arg!r} on the command line differs from the payload's hook_event_name {from_payload!r}"
+            )
+        return spec
+
+    def event_spec(self, name: str) -> EventSpec:
+        """The spec of an event named in this agent's words (or canonically).
+
+        Raises:
+            PayloadError: the agent has no such event; the message lists its events.
+        """
+        filed = self.shape.event(name)
+        if filed is None and name in EVENTS:
+            filed = name  # the canonical name of one of its events
+        if filed is None:
+            whose = "" if self.name == "claude" else f" ({self.title})"
+            raise PayloadError(f"unknown event {name!r}{whose}; valid events: {self.shape.event_list()}")
+        return self.shape.spec(filed)
+
+    def native_event(self, spec: EventSpec) -> str:
+        """The agent's own name for an event."""
+        for native, canonical in self.shape.event_names.items():
+            if canonical == spec.name:
+                return native
+        return spec.name
+
+    def canonical_payload(self, spec: EventSpec, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """The agent's payload in the canonical (Claude Code) keys: what gates, matchers and
+        hookcage's own hooks see. Claude-Code-like agents send it already."""
+        data = dict(payload)
+        data["hook_event_name"] = spec.name
+        return data
+
+    def hook_input(self, spec: EventSpec, payload: Mapping[str, Any]) -> HookInput:
+        """What one of this agent's hooks reads for ``payload`` (the agent's own, as it sent it)."""
+        return HookInput(build_stdin(spec, dict(payload), name=self.native_event(spec)))
+
+    # -- answers -------------------------------------------------------------------------
+
+    def answer_to_claude(self, spec: EventSpec, data: dict[str, Any]) -> dict[str, Any]:
+        """One of this agent's hooks' JSON answers, in Claude Code's keys (identity by default)."""
+        return data
+
+    def parse_answer(
+        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
+        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
+        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
+        project_dir: str | None = None,
+    ) -> HookOutcome:
+        """One of this agent's hooks' exit code and output -> the canonical outcome.
+
+        By default Claude Code's rules (:func:`executor.core.protocol.parse_outcome`)
+        after :meth:`answer_to_claude` renamed the JSON answer's keys.
+        """
+        return parse_outcome(
+            spec, hook, exit_code, self._claude_json(spec, stdout), stderr,
+            timed_out=timed_out, oom_killed=oom_killed, timeout=timeout, hook_id=hook_id,
+            sandbox=sandbox, image=image, project_dir=project_dir,
+        )
+
+    def _claude_json(self, spec: EventSpec, stdout: bytes) -> bytes:
+        if type(self).answer_to_claude is Dialect.answer_to_claude or not stdout.lstrip().startswith(b"{"):
+            return stdout
+        import json
+
+        try:
+            data = json.loads(stdout)
+        except (ValueError, RecursionError):
+            return stdout  # parse_outcome reports it as it is
+        if not isinstance(data, dict):
+            return stdout
+        return _dumps(self.answer_to_claude(spec, data)).encode("utf-8")
+
+    def block_form(self, event: EventSpec) -> BlockForm:
+        """How a blocking verdict on ``event`` is answered in this dialect."""
+        if not self.json_blocks:
+            return "exit2"
+        if event.name == "PermissionRequest":
+            return "permission_request"
+        if event.permission:
+            return "permission"
+        if event.name in self.decision_events:
+            return "decision"
+        return "exit2"
+
+    def render(self, event: EventSpec, verdict: Verdict) -> AgentAnswer:
+        """hookcage's answer to the agent for a verdict (Claude Code's by default).
+
+        A verdict that blocks is answered in the JSON the agent reads for that
+        event, so its system message and context travel with it: PreToolUse
+        ``permissionDecision: "deny"``, PermissionRequest ``decision.behavior:
+        "deny"``, or top-level ``decision: "block"`` (:data:`CLAUDE_DECISION_EVENTS`).
+        Elsewhere, and in a dialect without JSON blocks, it is exit 2 with the
+        reason on stderr. ``continue: false`` wins over a block, as before.
+        """
+        blocks = verdict.blocks
+        form = self.block_form(event) if blocks else None
+        if form == "exit2":
+            return AgentAnswer(2, "", block_reason(event, verdict) + "\n")
+        reason = block_reason(event, verdict) if blocks else None
+        out: dict[str, Any] = {}
+        if form == "decision":
+            out["decision"] = "block"
+            out["reason"] = reason
+        if not verdict.continue_:
+            out["continue"] = False
+            if verdict.stop_reason:
+                out["stopReason"] = sanitize(verdict.stop_reason)
+        if verdict.suppress_output:
+            out["suppressOutput"] = True
+        if verdict.system_message:
+            out["systemMessage"] = sanitize(verdict.system_message)
+        specific: dict[str, Any] = {}
+        if event.name == "PermissionRequest":
+            if form == "permission_request":
+                specific["decision"] = {"behavior": "deny", "message": reason}
+            elif verdict.decision in ("allow", "deny"):  # a deny here: continue: false won over it
+                inner: dict[str, Any] = {"behavior": verdict.decision}
+                if verdict.decision == "allow" and verdict.updated_input is not None:
+                    inner["updatedInput"] = verdict.updated_input
+                if verdict.decision == "deny" and verdict.decision_reason:
+                    inner["message"] = sanitize(verdict.decision_reason)
+                specific["decision"] = inner
+        elif event.permission:
+            if form == "permission":
+                specific["permissionDecision"] = "deny"
+                specific["permissionDecisionReason"] = reason
+            else:
+                if verdict.decision:
+                    specific["permissionDecision"] = verdict.decision
+                    if verdict.decision_reason:
+                        specific["permissionDecisionReason"] = sanitize(verdict.decision_reason)
+                if verdict.updated_input is not None:
+                    specific[self.input_key] = verdict.updated_input
+        if verdict.additional_context:
+            specific["additionalContext"] = sanitize(verdict.additional_context)
+        if verdict.updated_output is not UNSET:
+            specific["updatedToolOutput"] = verdict.updated_output
+        if specific:
+            out["hookSpecificOutput"] = {"hookEventName": self.native_event(event), **specific}
+        return AgentAnswer(0, _dumps(out) + "\n", "")
+
+    # -- description ---------------------------------------------------------------------
+
+    def describe_sources(self) -> list[str]:
+        """The files, as ``--agent help`` shows them (``~`` for HOME, ``.`` for the project)."""
+        lines = []
+        for source in self.sources(Where("<project>", "~", {})):
+            where = source.path.replace("<project>/", "")
+            when = f" ({source.condition})" if source.condition else ""
+            lines.append(f"{source.scope.value}: {where}{when}")
+        return lines
+
+
+def block_reason(event: EventSpec, verdict: Verdict) -> str:
+    """Why a blocking verdict blocks, for the agent (sanitised)."""
+    reason = verdict.reason if verdict.blocked else verdict.decision_reason
+    if verdict.blocked and verdict.decision == "deny" and verdict.decision_reason:
+        reason = _join([verdict.reason, verdict.decision_reason])
+    return sanitize(reason) if reason else f"blocked by hookcage ({event.name})"
+
+
+def home_path(where: Where, *parts: str, env: str | None = None) -> str:
+    """A path under the agent's directory: ``$env`` when set (e.g. ``CLAUDE_CONFIG_DIR``), else ``HOME``."""
+    base = where.environ.get(env, "") if env else ""
+    return "/".join([base.rstrip("/") or where.home.rstrip("/"), *parts])
+
+
+def project_path(where: Where, *parts: str) -> str | None:
+    """A path under the project root, or ``None`` with no root."""
+    return "/".join([where.root.rstrip("/"), *parts]) if where.root else None
+
+
+def project_sources(where: Where, *entries: tuple[Scope, Sequence[str]], **kw: Any) -> list[HookSource]:
+    """:class:`HookSource` of project files (none without a root)."""
+    out = []
+    for scope, parts in entries:
+        path = project_path(where, *parts)
+        if path is not None:
+            out.append(HookSource(scope, path, **kw))
+    return out
