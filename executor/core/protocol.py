@@ -77,6 +77,8 @@ class HookOutcome:
         error: what went wrong, for ``status == "error"``.
         notes: parts of the answer that were ignored, and why.
         updated_output: the rewritten tool output, or ``UNSET``.
+        worktree_path: the path a WorktreeCreate hook answered (the last
+            non-empty line of its stdout, or ``hookSpecificOutput.worktreePath``).
     """
 
     hook: str
@@ -94,11 +96,17 @@ class HookOutcome:
     error: str | None = None
     notes: tuple[str, ...] = ()
     hook_id: str = ""
+    worktree_path: str | None = None
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """The folded answer of every hook that ran for one event."""
+    """The folded answer of every hook that ran for one event.
+
+    ``worktree_path`` is WorktreeCreate's answer: the one path its hooks
+    printed, ``None`` when the creation fails (then ``blocked`` is set and
+    ``reason`` says why); :func:`worktree_answer` turns it into the answer.
+    """
 
     event: str
     outcomes: tuple[HookOutcome, ...] = ()
@@ -114,6 +122,7 @@ class Verdict:
     updated_input: dict[str, Any] | None = None
     updated_output: Any = UNSET
     notes: tuple[str, ...] = field(default=())
+    worktree_path: str | None = None
 
     @property
     def blocks(self) -> bool:
@@ -239,16 +248,61 @@ def parse_outcome(
         if event.can_block:
             return replace(base, status="block", reason=err_text or f"blocked by hook {one_line(hook, _NAME_CAP)}")
         # Events that cannot block show the reason to the user instead.
-        return replace(base, system_message=err_text or None)
+        return replace(base, system_message=err_text or None, notes=_unheeded_exit2(event))
     if exit_code != 0:
         return replace(base, status="error", error=_exit_error(exit_code, err_text, tail, place))
     text = decode(stdout)
     if text.lstrip().startswith("{"):
         return _parse_json(event, base, text)
+    if event.answers_path:
+        return _parse_path(base, text)
     plain = sanitize(stdout).strip()
     if plain and event.plain_text_context:
         return replace(base, additional_context=plain)
     return base
+
+
+def _unheeded_exit2(event: EventSpec) -> tuple[str, ...]:
+    """The note for an exit 2 on an event that cannot block (none where stderr to the user is all it does)."""
+    if event.exit2 == "not_honoured":
+        return (f"exit 2 is not honoured on {event.name}, so it is not a deny "
+                "(only a JSON decision.behavior allows or denies)",)
+    if event.exit2 == "ignored":
+        return (f"exit 2 has no effect on {event.name} (Claude Code ignores it there)",)
+    return ()
+
+
+PATH_CAP = 4096
+"""Characters of a worktree path a hook may answer."""
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+"""Terminal escapes Claude Code strips from a WorktreeCreate hook's stdout before reading the path."""
+_ABSOLUTE = re.compile(r"/|[A-Za-z]:[\\/]|\\\\")
+
+
+def _path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a worktree path, or None."""
+    shown = one_line(path, _NAME_CAP)
+    if len(path) > PATH_CAP:
+        return f"a worktree path longer than {PATH_CAP} characters ({shown})"
+    if one_line(path, None) != path:
+        return f"a worktree path holding control or invisible characters ({shown})"
+    if not _ABSOLUTE.match(path):
+        return f"a worktree path that is not absolute ({shown})"
+    return None
+
+
+def _parse_path(base: HookOutcome, text: str) -> HookOutcome:
+    """WorktreeCreate's plain answer: the last non-empty line of stdout, terminal escapes stripped.
+
+    No line at all is no answer (the fold fails the creation when no hook answered).
+    """
+    lines = [line.strip() for line in _ANSI.sub("", text).splitlines() if line.strip()]
+    if not lines:
+        return base
+    problem = _path_problem(lines[-1])
+    if problem is not None:
+        return replace(base, status="error", error=f"printed {problem}")
+    return replace(base, worktree_path=lines[-1])
 
 
 # -- findings: exits that are not verdicts ---------------------------------------------------
@@ -450,7 +504,7 @@ def _parse_json(event: EventSpec, base: HookOutcome, text: str) -> HookOutcome:
     decision = data.get("decision")
     if decision is not None:
         if decision == "block":
-            if event.can_block:
+            if event.json_blocks:
                 fields["status"] = "block"
                 fields["reason"] = reason or f"blocked by hook {one_line(base.hook, _NAME_CAP)}"
             else:
@@ -519,6 +573,16 @@ def _parse_specific(
                 fields["updated_output"] = specific[key]
             else:
                 notes.append(f"{key!r} has no effect on {event.name}; ignored")
+    if "worktreePath" in specific:
+        path = specific["worktreePath"]
+        if not event.answers_path:
+            notes.append(f"'worktreePath' has no effect on {event.name}; ignored")
+        elif not isinstance(path, str):
+            notes.append("'worktreePath' must be a string; ignored")
+        elif (problem := _path_problem(path)) is not None:
+            notes.append(f"'worktreePath' is {problem}; ignored")
+        else:
+            fields["worktree_path"] = path
 
 
 def _parse_permission_request(
@@ -677,6 +741,14 @@ def fold(
         notes: hookcage's own warnings for the user (hooks not run and why).
         problems: config problems (after the warnings; only the first
             :data:`PROBLEM_NOTES` are named).
+
+    On an event whose hooks are the operation (:attr:`EventSpec.errors_fail`:
+    WorktreeCreate, WorktreeRemove) a hook that could not answer (any
+    non-zero exit, a timeout, a crash) fails it like a block. WorktreeCreate
+    succeeds with the one path its hooks printed: hooks that print nothing
+    are silent, two different paths are a conflict that fails the creation
+    (naming both; hookcage never picks one, since each hook made its own
+    directory), and no path at all fails it too.
     """
     conflicts: list[str] = []
 
@@ -686,8 +758,24 @@ def fold(
             decision = o.decision
     decision_reason = _join(o.reason for o in outcomes if decision and o.decision == decision)
 
-    blockers = [o for o in outcomes if o.status == "block"]
+    blockers = [o for o in outcomes if o.status == "block" or (o.status == "error" and event.errors_fail)]
+    reasons = [o.reason if o.status == "block" else f"hook {one_line(o.hook, _NAME_CAP)} failed: {o.error}"
+               for o in blockers]
     stoppers = [o for o in outcomes if not o.continue_]
+
+    worktree_path = None
+    if event.answers_path:
+        answered = [o for o in outcomes if o.worktree_path is not None]
+        if len({o.worktree_path for o in answered}) > 1:
+            names = " and ".join(f"{o.hook!r} ({o.worktree_path})" for o in answered)
+            conflict = one_line(f"hooks {names} answered different worktree paths; failing instead of choosing",
+                                NOTE_CAP)
+            conflicts.append(conflict)
+            reasons.append(conflict)
+        elif not answered and not reasons:
+            reasons.append(f"no {event.name} hook printed a worktree path")
+        elif not reasons:
+            worktree_path = answered[0].worktree_path
 
     updated_input = None
     rewrites = [o for o in outcomes if o.updated_input is not None]
@@ -717,8 +805,8 @@ def fold(
     return Verdict(
         event=event.name,
         outcomes=tuple(outcomes),
-        blocked=bool(blockers),
-        reason=_join(o.reason for o in blockers),
+        blocked=bool(reasons),
+        reason=_join(reasons),
         decision=decision,
         decision_reason=decision_reason,
         continue_=not stoppers,
@@ -729,9 +817,33 @@ def fold(
         updated_input=updated_input,
         updated_output=updated_output,
         notes=tuple(own),
+        worktree_path=worktree_path,
     )
 
 
 def fail_verdict(event_name: str, message: str, *, block: bool) -> AgentAnswer:
     """hookcage's answer when no verdict could be produced (bad input, ...)."""
     return AgentAnswer(2 if block else 1, "", f"hookcage: {redact(one_line(message, MESSAGE_CAP))}\n")
+
+
+def worktree_answer(verdict: Verdict) -> AgentAnswer:
+    """hookcage's answer to WorktreeCreate, whose hooks replace worktree creation.
+
+    Claude Code reads a command hook's stdout as the worktree path (never as
+    JSON) and fails the creation on any non-zero exit ("Any non-zero exit
+    code causes worktree creation to fail", code.claude.com/docs/en/hooks).
+    So: the verdict's path on stdout, exit 0, when there is one and nothing
+    failed or stopped; else exit 2 with why on stderr (Claude Code shows a
+    failing hook's stderr), the system message after it. On success the
+    system message goes to stderr too: nothing else can carry it, and
+    Claude Code does not show it.
+    """
+    message = sanitize(verdict.system_message) if verdict.system_message else None
+    if verdict.worktree_path is not None and verdict.continue_ and not verdict.blocks:
+        return AgentAnswer(0, verdict.worktree_path + "\n", f"{message}\n" if message else "")
+    if not verdict.continue_:
+        why = verdict.stop_reason or f"a {verdict.event} hook answered continue: false"
+    else:
+        why = verdict.reason or f"no {verdict.event} hook printed a worktree path"
+    lines = [sanitize(why), *([message] if message else [])]
+    return AgentAnswer(2, "", "\n".join(lines) + "\n")

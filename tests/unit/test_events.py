@@ -6,14 +6,65 @@ from typing import Any
 
 import pytest
 
-from executor.core.events import EVENTS, check_payload, get_event, resolve_event
+from executor.core.events import BLOCKING_EXIT2, EVENTS, check_payload, get_event, resolve_event
 from executor.errors import PayloadError
 
-CLAUDE_CODE_EVENTS = (
-    "SessionStart", "SessionEnd", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
-    "PostToolUse", "PostToolUseFailure", "Notification", "SubagentStart", "SubagentStop",
-    "Stop", "PreCompact", "PostCompact", "TaskCompleted", "ConfigChange",
+# Claude Code's hooks reference (code.claude.com/docs/en/hooks): each event, the payload
+# field its matcher filters (None: no matcher support), what exit 2 does there, and a
+# payload of the shape the reference shows for it.
+COMMON: dict[str, Any] = {"session_id": "s1", "cwd": "/work/p", "transcript_path": "/tmp/t.jsonl"}
+TOOL: dict[str, Any] = {"tool_name": "Bash", "tool_input": {"command": "ls"}}
+REFERENCE: tuple[tuple[str, str | None, str, dict[str, Any]], ...] = (
+    ("SessionStart", "source", "user_only", {"source": "startup", "model": "claude-sonnet-5"}),
+    ("Setup", "trigger", "ignored", {"trigger": "init"}),
+    ("InstructionsLoaded", "load_reason", "ignored",
+     {"file_path": "/work/p/CLAUDE.md", "memory_type": "Project", "load_reason": "session_start"}),
+    ("UserPromptSubmit", None, "blocks", {"prompt": "hi"}),
+    ("UserPromptExpansion", "command_name", "blocks",
+     {"expansion_type": "slash_command", "command_name": "review", "command_args": "src",
+      "command_source": "project", "prompt": "/review src"}),
+    ("MessageDisplay", None, "ignored",
+     {"turn_id": "t1", "message_id": "m1", "index": 0, "final": False, "delta": "Hel"}),
+    ("PreToolUse", "tool_name", "blocks", {**TOOL, "tool_use_id": "toolu_1"}),
+    ("PermissionRequest", "tool_name", "not_honoured", {**TOOL, "permission_suggestions": []}),
+    ("PermissionDenied", "tool_name", "ignored", {**TOOL, "tool_use_id": "toolu_1", "reason": "auto mode"}),
+    ("PostToolUse", "tool_name", "to_model",
+     {**TOOL, "tool_response": {"stdout": ""}, "tool_use_id": "toolu_1", "duration_ms": 12}),
+    ("PostToolUseFailure", "tool_name", "to_model",
+     {**TOOL, "tool_use_id": "toolu_1", "error": "exit 1", "is_interrupt": False, "duration_ms": 12}),
+    ("PostToolBatch", None, "blocks", {"tool_calls": [{"tool_name": "Bash", "tool_use_id": "toolu_1"}]}),
+    ("Notification", "notification_type", "ignored",
+     {"message": "Claude needs your permission", "title": "Claude Code", "notification_type": "permission_prompt"}),
+    ("SubagentStart", "agent_type", "user_only", {"agent_id": "a1", "agent_type": "Explore"}),
+    ("SubagentStop", "agent_type", "blocks",
+     {"agent_id": "a1", "agent_type": "Explore", "stop_hook_active": False, "agent_transcript_path": "/tmp/a.jsonl",
+      "last_assistant_message": "done", "background_tasks": [], "session_crons": []}),
+    ("TaskCreated", None, "blocks",
+     {"task_id": "1", "task_subject": "s", "task_description": "d", "teammate_name": "t", "team_name": "x"}),
+    ("TaskCompleted", None, "blocks",
+     {"task_id": "1", "task_subject": "s", "task_description": "d", "teammate_name": "t", "team_name": "x"}),
+    ("Stop", None, "blocks",
+     {"stop_hook_active": False, "last_assistant_message": "done", "background_tasks": [], "session_crons": []}),
+    ("StopFailure", "error", "ignored",
+     {"error": "rate_limit", "error_details": "429 Too Many Requests", "last_assistant_message": "API Error"}),
+    ("TeammateIdle", None, "blocks", {"teammate_name": "t", "team_name": "x"}),
+    ("ConfigChange", "source", "blocks", {"source": "project_settings", "file_path": "/work/p/.claude/settings.json"}),
+    ("CwdChanged", None, "user_only", {"old_cwd": "/work/p", "new_cwd": "/work/p/src"}),
+    ("DirectoryAdded", "source", "ignored", {"directory": "/work/q", "source": "slash_command"}),
+    ("FileChanged", "file_path", "user_only", {"file_path": "/work/p/.envrc", "event": "change"}),
+    ("WorktreeCreate", None, "fails", {"name": "feature-auth"}),
+    ("WorktreeRemove", None, "fails", {"worktree_path": "/work/p/.claude/worktrees/feature-auth"}),
+    ("PreCompact", "trigger", "blocks", {"trigger": "manual", "custom_instructions": ""}),
+    ("PostCompact", "trigger", "user_only", {"trigger": "auto", "compact_summary": "..."}),
+    ("SessionEnd", "reason", "user_only", {"reason": "other"}),
+    ("Elicitation", "mcp_server_name", "blocks",
+     {"mcp_server_name": "my-mcp-server", "message": "Please authenticate", "mode": "url",
+      "url": "https://auth.example.com/login", "elicitation_id": "e1"}),
+    ("ElicitationResult", "mcp_server_name", "blocks",
+     {"mcp_server_name": "my-mcp-server", "action": "accept", "content": {"username": "alice"}, "mode": "form",
+      "elicitation_id": "e1"}),
 )
+CLAUDE_CODE_EVENTS = tuple(name for name, *_ in REFERENCE)
 
 TOOL_PAYLOAD: dict[str, Any] = {
     "session_id": "s1", "cwd": "/work/p", "transcript_path": "/tmp/t.jsonl",
@@ -24,6 +75,57 @@ TOOL_PAYLOAD: dict[str, Any] = {
 @pytest.mark.parametrize("name", CLAUDE_CODE_EVENTS)
 def test_catalog_has_every_claude_code_event(name: str) -> None:
     assert get_event(name).name == name
+
+
+def test_the_catalog_is_claude_codes_whole_catalog_and_nothing_else() -> None:
+    assert len(CLAUDE_CODE_EVENTS) == 31
+    assert set(EVENTS) == set(CLAUDE_CODE_EVENTS)
+
+
+@pytest.mark.parametrize(("name", "matcher_field", "exit2", "payload"), REFERENCE)
+def test_each_event_matches_on_its_field_and_exit_2_does_what_the_reference_says(
+    name: str, matcher_field: str | None, exit2: str, payload: dict[str, Any]
+) -> None:
+    spec = get_event(name)
+    assert spec.matcher_field == matcher_field
+    assert spec.exit2 == exit2
+    assert spec.can_block is (exit2 in ("blocks", "to_model", "fails"))
+    assert spec.json_blocks is (exit2 in ("blocks", "to_model"))
+    assert set(payload) <= set(spec.fields)  # the reference's fields are documented
+    if matcher_field is not None:
+        assert matcher_field in spec.fields
+
+
+@pytest.mark.parametrize(("name", "matcher_field", "exit2", "payload"), REFERENCE)
+def test_a_payload_shaped_as_the_reference_shows_passes(
+    name: str, matcher_field: str | None, exit2: str, payload: dict[str, Any]
+) -> None:
+    check_payload(get_event(name), {**COMMON, "hook_event_name": name, **payload})
+
+
+def test_the_events_that_can_never_block() -> None:
+    cannot = sorted(n for n, s in EVENTS.items() if not s.can_block)
+    assert cannot == sorted([
+        "SessionStart", "Setup", "InstructionsLoaded", "MessageDisplay", "PermissionRequest",
+        "PermissionDenied", "Notification", "SubagentStart", "StopFailure", "CwdChanged", "DirectoryAdded",
+        "FileChanged", "PostCompact", "SessionEnd",
+    ])
+    assert all(s.exit2 not in BLOCKING_EXIT2 for n, s in EVENTS.items() if n in cannot)
+
+
+def test_only_the_worktree_events_fail_on_any_non_zero_exit_and_only_worktree_create_answers_a_path() -> None:
+    assert sorted(n for n, s in EVENTS.items() if s.errors_fail) == ["WorktreeCreate", "WorktreeRemove"]
+    assert [n for n, s in EVENTS.items() if s.answers_path] == ["WorktreeCreate"]
+
+
+def test_message_display_fires_per_streamed_chunk_and_has_no_matcher() -> None:
+    assert [n for n, s in EVENTS.items() if s.per_chunk] == ["MessageDisplay"]
+    assert get_event("MessageDisplay").matcher_field is None
+
+
+def test_matcher_styles_follow_the_reference() -> None:
+    styles = {n: s.matcher_style for n, s in EVENTS.items() if s.matcher_style != "names"}
+    assert styles == {"StopFailure": "narrow", "FileChanged": "filenames"}
 
 
 def test_catalog_keys_are_the_spec_names() -> None:
@@ -44,7 +146,9 @@ def test_unknown_event_is_an_error_listing_the_valid_ones(name: str) -> None:
     ("name", "can_block", "permission"),
     [
         ("PreToolUse", True, True),
-        ("PermissionRequest", True, True),
+        # Claude Code's reference: "Exit code 2 isn't honored for this event and the permission flow
+        # proceeds unchanged. Deny through the decision object instead" (it was True here before).
+        ("PermissionRequest", False, True),
         ("PostToolUse", True, False),
         ("UserPromptSubmit", True, False),
         ("Stop", True, False),
@@ -67,7 +171,9 @@ def test_only_post_tool_use_rewrites_output_and_only_permission_events_rewrite_i
 
 
 def test_plain_text_becomes_context_only_on_prompt_and_session_start() -> None:
-    assert sorted(n for n, s in EVENTS.items() if s.plain_text_context) == ["SessionStart", "UserPromptSubmit"]
+    # The reference: plain stdout is context on UserPromptSubmit, UserPromptExpansion and SessionStart.
+    assert sorted(n for n, s in EVENTS.items() if s.plain_text_context) == [
+        "SessionStart", "UserPromptExpansion", "UserPromptSubmit"]
 
 
 # -- resolve_event -----------------------------------------------------------------
@@ -125,7 +231,16 @@ def test_events_without_required_fields_accept_an_empty_payload() -> None:
         check_payload(get_event(name), {})
 
 
-@pytest.mark.parametrize("event", ["PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure"])
+def test_only_tool_events_and_user_prompt_submit_require_fields() -> None:
+    # A field that is missing from a newer or older agent's payload must not refuse the event.
+    required = {n: [f for f, _ in s.required] for n, s in EVENTS.items() if s.required}
+    tool = ["tool_name", "tool_input"]
+    assert required == {"UserPromptSubmit": ["prompt"], "PreToolUse": tool, "PermissionRequest": tool,
+                        "PermissionDenied": tool, "PostToolUse": tool, "PostToolUseFailure": tool}
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "PermissionRequest", "PermissionDenied", "PostToolUse",
+                                   "PostToolUseFailure"])
 @pytest.mark.parametrize("missing", ["tool_name", "tool_input"])
 def test_tool_events_need_tool_name_and_input(event: str, missing: str) -> None:
     payload = {k: v for k, v in TOOL_PAYLOAD.items() if k != missing}

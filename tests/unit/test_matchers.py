@@ -268,3 +268,132 @@ def test_any_matcher_answers_within_the_bound_on_a_long_name(atoms: list[str], s
     started = time.monotonic()
     matcher.matches(name, tool=True)
     assert time.monotonic() - started < BOUND
+
+
+# -- the events added with Claude Code's whole catalog ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("event", "field", "matcher", "value", "expected"),
+    [
+        ("Setup", "trigger", "init", "init", True),
+        ("Setup", "trigger", "init", "maintenance", False),
+        ("InstructionsLoaded", "load_reason", "session_start|compact", "compact", True),
+        ("InstructionsLoaded", "load_reason", "include", "nested_traversal", False),
+        ("UserPromptExpansion", "command_name", "review", "review", True),
+        ("UserPromptExpansion", "command_name", "review", "code-review", False),
+        ("UserPromptExpansion", "command_name", "my-plugin:.*", "my-plugin:lint", True),
+        ("ConfigChange", "source", "project_settings, local_settings", "local_settings", True),
+        ("ConfigChange", "source", "policy_settings", "user_settings", False),
+        ("DirectoryAdded", "source", "slash_command", "slash_command", True),
+        ("DirectoryAdded", "source", "slash_command", "register_repo_root", False),
+        ("Elicitation", "mcp_server_name", "my-mcp-server", "my-mcp-server", True),
+        ("Elicitation", "mcp_server_name", "my-mcp-server", "other", False),
+        ("ElicitationResult", "mcp_server_name", "^github", "github-enterprise", True),
+        ("PermissionDenied", "tool_name", "Bash", "Bash", True),
+        ("PermissionDenied", "tool_name", "Bash", "Edit", False),
+    ],
+)
+def test_new_events_match_their_own_field(event: str, field: str, matcher: str, value: str, expected: bool) -> None:
+    assert event_matches(get_event(event), compile_matcher(matcher), {field: value}) is expected
+
+
+def test_permission_denied_matches_tool_aliases_as_the_other_tool_events() -> None:
+    assert fires("Bash", "run_shell_command", event="PermissionDenied")
+
+
+@pytest.mark.parametrize("event", ["UserPromptExpansion", "Elicitation", "StopFailure", "FileChanged", "Setup"])
+def test_new_events_with_a_matcher_field_need_it_unless_matching_all(event: str) -> None:
+    spec = get_event(event)
+    assert event_matches(spec, compile_matcher("*"), {})
+    assert not event_matches(spec, compile_matcher("x"), {})
+
+
+@pytest.mark.parametrize("event", ["PostToolBatch", "TaskCreated", "TeammateIdle", "CwdChanged", "WorktreeCreate",
+                                   "WorktreeRemove", "MessageDisplay"])
+@pytest.mark.parametrize("matcher", ["Bash", "nothing-like-this", "Bash(", None])
+def test_new_events_without_matcher_support_ignore_the_matcher(event: str, matcher: str | None) -> None:
+    assert event_matches(get_event(event), compile_matcher(matcher), {"delta": "x"})
+
+
+# StopFailure: "a narrower exact-match set of letters, digits, _, and | only. A hyphen, space, or
+# comma [...] keeps it on the regular-expression path, and only | separates alternatives."
+@pytest.mark.parametrize(
+    ("matcher", "error", "expected"),
+    [
+        ("rate_limit", "rate_limit", True),
+        ("rate_limit", "rate_limit_x", False),  # exact, not a prefix
+        ("rate_limit|overloaded", "overloaded", True),
+        ("rate_limit|overloaded", "server_error", False),
+        ("rate_limit, overloaded", "overloaded", False),  # a regular expression, not a list
+        ("rate_limit,overloaded", "rate_limit", False),
+        ("rate", "rate_limit", False),
+        ("rate.*", "rate_limit", True),
+        ("^(server_error|unknown)$", "unknown", True),
+        ("*", "anything", True),
+    ],
+)
+def test_stop_failure_matches_its_error_type_by_the_narrow_rule(matcher: str, error: str, expected: bool) -> None:
+    assert event_matches(get_event("StopFailure"), compile_matcher(matcher), {"error": error}) is expected
+
+
+def test_the_narrow_rule_only_applies_where_the_reference_says() -> None:
+    # Elsewhere "a, b" is still a list.
+    assert event_matches(get_event("Notification"), compile_matcher("idle_prompt, auth_success"),
+                         {"notification_type": "auth_success"})
+
+
+# FileChanged: "the value is split on | and each segment is registered as a literal filename [...]
+# the same value filters which hook groups run using the standard matcher rules against the
+# changed file's basename."
+@pytest.mark.parametrize(
+    ("matcher", "path", "expected"),
+    [
+        (".envrc|.env", "/work/p/.envrc", True),
+        (".envrc|.env", "/work/p/.env", True),
+        (".envrc|.env", "/work/p/sub/.env", True),  # the basename counts, wherever the file is
+        (".envrc|.env", "/work/p/README.md", False),
+        (".envrc|.env", "/work/p/.env.local", True),  # ".env" is also an unanchored expression
+        ("package.json", "/work/p/package.json", True),
+        ("package.json", "/work/p/package.json.orig", True),
+        ("^package\\.json$", "/work/p/package.json.orig", False),
+        ("Makefile", "/work/p/Makefile", True),
+        ("Makefile", "/work/p/GNUmakefile", False),
+        ("Makefile|go_mod", "/work/p/go_mod", True),
+        ("my-file.txt", "/work/p/my-file.txt", True),  # a literal name, whatever the rule says
+        ("a,b", "/work/p/a", False),  # only | separates
+        ("a,b", "/work/p/a,b", True),
+        ("work", "/work/p/x", False),  # never the directories
+        ("C:\\\\x", "C:\\x", False),
+        (".env", "C:\\Users\\u\\p\\.env", True),  # Windows paths too
+        (".env", "/work/p/.env/", True),
+        ("*", "/work/p/anything", True),
+        (None, "/work/p/anything", True),
+    ],
+)
+def test_file_changed_matches_literal_file_names_and_the_narrow_rule_on_the_basename(
+    matcher: str | None, path: str, expected: bool
+) -> None:
+    assert event_matches(get_event("FileChanged"), compile_matcher(matcher), {"file_path": path}) is expected
+
+
+def test_file_changed_with_an_invalid_expression_never_fires() -> None:
+    matcher = compile_matcher(".env|(")
+    assert matcher.error is not None
+    assert not event_matches(get_event("FileChanged"), matcher, {"file_path": "/p/.env"})
+
+
+def test_a_matcher_compiled_some_other_way_is_used_as_it_is() -> None:
+    from executor.core.matchers import Matcher
+
+    anchored = Matcher("rate", names=frozenset({"rate"}))  # style None: an agent's own compiler
+    assert not event_matches(get_event("StopFailure"), anchored, {"error": "rate_limit"})
+    assert event_matches(get_event("StopFailure"), anchored, {"error": "rate"})
+
+
+@pytest.mark.parametrize(("path", "name"), [("/a/b/c.txt", "c.txt"), ("c.txt", "c.txt"), ("/a/b/", "b"),
+                                             ("C:\\a\\b.txt", "b.txt"), ("/", "/"), ("", "")])
+def test_basename(path: str, name: str) -> None:
+    from executor.core.matchers import basename
+
+    assert basename(path) == name

@@ -11,6 +11,7 @@ import pytest
 from executor.core.events import get_event
 from executor.core.protocol import (
     UNSET,
+    AgentAnswer,
     Decision,
     HookOutcome,
     apply_on_error,
@@ -18,6 +19,7 @@ from executor.core.protocol import (
     error_outcome,
     fold,
     parse_outcome,
+    worktree_answer,
 )
 from executor.core.text import MESSAGE_CAP, TRUNCATION_MARK
 
@@ -109,7 +111,9 @@ def test_exit_0_invalid_json_on_a_context_event_does_not_become_context() -> Non
 # -- exit 2 ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("event", ["PreToolUse", "PostToolUse", "Stop", "UserPromptSubmit", "SubagentStop", "PermissionRequest"])
+# PermissionRequest was in this list: Claude Code's reference says its exit 2 "isn't honored for this
+# event" (see test_permission_request_exit_2_is_not_a_deny below).
+@pytest.mark.parametrize("event", ["PreToolUse", "PostToolUse", "Stop", "UserPromptSubmit", "SubagentStop"])
 def test_exit_2_blocks_with_stderr_as_reason(event: str) -> None:
     o = parse(event, b'{"decision": "approve"}', code=2, stderr=b"  rm -rf is not allowed\n")
     assert o.status == "block"
@@ -998,3 +1002,227 @@ def test_a_python_crash_is_reported_by_its_last_line_not_traceback() -> None:
     outcome = parse_outcome(get_event("PreToolUse"), "g", 1, b"", stderr)
     assert outcome.status == "error"
     assert outcome.error == "exited 1: ModuleNotFoundError: No module named 'yaml'"
+
+
+# -- the whole catalog: what exit 2 and decision: "block" do on each event ------------------
+
+
+def _events_whose_exit2(*values: str) -> list[str]:
+    from executor.core.events import EVENTS
+
+    return [name for name, spec in EVENTS.items() if spec.exit2 in values]
+
+
+@pytest.mark.parametrize("event", _events_whose_exit2("blocks", "to_model", "fails"))
+def test_exit_2_blocks_on_every_event_that_can_block(event: str) -> None:
+    o = parse(event, code=2, stderr=b"no\n")
+    assert (o.status, o.reason, o.notes) == ("block", "no", ())
+    assert fold(get_event(event), [o]).blocks
+
+
+@pytest.mark.parametrize("event", _events_whose_exit2("user_only", "ignored", "not_honoured"))
+def test_exit_2_never_blocks_where_it_cannot_and_is_shown_to_the_user(event: str) -> None:
+    o = parse(event, b'{"decision": "block"}', code=2, stderr=b"stop it\n")
+    assert (o.status, o.reason, o.decision, o.system_message) == ("ok", None, None, "stop it")
+    v = fold(get_event(event), [o])
+    assert not v.blocked and not v.blocks
+    assert v.system_message is not None and "stop it" in v.system_message
+
+
+@pytest.mark.parametrize("event", _events_whose_exit2("user_only"))
+def test_exit_2_where_it_shows_stderr_to_the_user_adds_no_note(event: str) -> None:
+    assert parse(event, code=2, stderr=b"x").notes == ()
+
+
+@pytest.mark.parametrize("event", _events_whose_exit2("ignored"))
+def test_exit_2_that_claude_code_ignores_is_noted(event: str) -> None:
+    o = parse(event, code=2, stderr=b"x")
+    assert o.notes == (f"exit 2 has no effect on {event} (Claude Code ignores it there)",)
+    assert any(f"no effect on {event}" in n for n in fold(get_event(event), [o]).notes)
+
+
+@pytest.mark.parametrize("event", _events_whose_exit2("user_only", "ignored", "not_honoured", "fails"))
+def test_decision_block_never_blocks_where_json_cannot_block(event: str) -> None:
+    o = parse(event, js({"decision": "block", "reason": "r"}))
+    assert o.status == "ok"
+    assert any(f"no effect on {event}" in n for n in o.notes)
+    if event != "WorktreeCreate":  # there, no path is a failure of its own
+        assert not fold(get_event(event), [o]).blocks
+
+
+@pytest.mark.parametrize("event", _events_whose_exit2("blocks", "to_model"))
+def test_decision_block_blocks_where_json_can_block(event: str) -> None:
+    o = parse(event, js({"decision": "block", "reason": "r"}))
+    assert (o.status, o.reason) == ("block", "r")
+
+
+def test_permission_request_exit_2_is_not_a_deny() -> None:
+    # "Exit code 2 isn't honored for this event and the permission flow proceeds unchanged.
+    # Deny through the decision object instead" (code.claude.com/docs/en/hooks).
+    o = parse("PermissionRequest", code=2, stderr=b"rm -rf is not allowed\n")
+    assert (o.status, o.decision, o.reason) == ("ok", None, None)
+    assert o.system_message == "rm -rf is not allowed"
+    assert o.notes and "not honoured on PermissionRequest" in o.notes[0]
+    v = fold(PERM, [o])
+    assert (v.blocked, v.decision, v.blocks) == (False, None, False)
+
+
+def test_permission_request_decision_behavior_deny_still_denies() -> None:
+    o = parse("PermissionRequest", specific("PermissionRequest", decision={"behavior": "deny", "message": "no"}))
+    v = fold(PERM, [o])
+    assert (v.decision, v.decision_reason, v.blocks) == ("deny", "no", True)
+
+
+def test_permission_request_top_level_decision_block_is_noted_not_a_deny() -> None:
+    o = parse("PermissionRequest", js({"decision": "block", "reason": "no"}))
+    assert (o.status, o.decision) == ("ok", None)
+    assert any("no effect on PermissionRequest" in n for n in o.notes)
+
+
+def test_post_tool_use_failure_feeds_its_exit_2_and_its_block_to_the_model() -> None:
+    # Reference: exit 2 "Shows stderr to Claude; the tool already failed"; decision: "block" is its
+    # decision control (it was shown to the user only, and decision: "block" ignored, before).
+    spec = get_event("PostToolUseFailure")
+    assert parse("PostToolUseFailure", code=2, stderr=b"flaky").status == "block"
+    o = parse("PostToolUseFailure", js({"decision": "block", "reason": "retry with -v"}))
+    assert fold(spec, [o]).reason == "retry with -v"
+
+
+def test_other_exit_codes_stay_non_blocking_errors_where_they_do_not_fail_the_operation() -> None:
+    for event in ("Elicitation", "TaskCreated", "FileChanged", "PermissionRequest"):
+        o = parse(event, code=1, stderr=b"oops")
+        assert o.status == "error"
+        assert not fold(get_event(event), [o]).blocked
+
+
+# -- WorktreeCreate: the hook is the operation, its answer a path ----------------------------
+
+WT = get_event("WorktreeCreate")
+
+
+def test_worktree_create_plain_stdout_is_the_path_on_its_last_non_empty_line() -> None:
+    o = parse("WorktreeCreate", b"Preparing worktree\n/home/u/wt/feature-auth\n\n")
+    assert (o.status, o.worktree_path, o.additional_context) == ("ok", "/home/u/wt/feature-auth", None)
+    v = fold(WT, [o])
+    assert (v.worktree_path, v.blocked, v.blocks) == ("/home/u/wt/feature-auth", False, False)
+
+
+def test_worktree_create_path_loses_terminal_escapes_as_claude_code_strips_them() -> None:
+    o = parse("WorktreeCreate", b"\x1b[32m/home/u/wt/x\x1b[0m\n")
+    assert o.worktree_path == "/home/u/wt/x"
+
+
+@pytest.mark.parametrize("path", ["/home/u/wt/x", "C:\\Users\\u\\wt\\x", "D:/wt/x", "\\\\server\\share\\wt"])
+def test_worktree_create_absolute_paths(path: str) -> None:
+    assert parse("WorktreeCreate", path.encode() + b"\n").worktree_path == path
+
+
+@pytest.mark.parametrize(("stdout", "why"), [
+    (b"wt/feature\n", "not absolute"),
+    (b"/home/u/wt/\xe2\x80\xaeevil\n", "control or invisible"),
+    (b"/" + b"a" * 5000 + b"\n", "longer than 4096"),
+])
+def test_worktree_create_a_path_that_cannot_be_one_is_an_error_that_fails_the_creation(stdout: bytes, why: str) -> None:
+    o = parse("WorktreeCreate", stdout)
+    assert o.status == "error" and o.error is not None and why in o.error
+    assert o.worktree_path is None
+    v = fold(WT, [o])
+    assert v.blocked and v.worktree_path is None and v.reason is not None and why in v.reason
+
+
+def test_worktree_create_json_answer_is_the_field_the_reference_names() -> None:
+    o = parse("WorktreeCreate", specific("WorktreeCreate", worktreePath="/home/u/wt/y"))
+    assert o.worktree_path == "/home/u/wt/y"
+    assert fold(WT, [o]).worktree_path == "/home/u/wt/y"
+
+
+@pytest.mark.parametrize(("value", "note"), [(3, "must be a string"), ("rel/path", "not absolute")])
+def test_worktree_create_json_path_that_cannot_be_one_is_noted(value: Any, note: str) -> None:
+    o = parse("WorktreeCreate", specific("WorktreeCreate", worktreePath=value))
+    assert o.worktree_path is None
+    assert any(note in n for n in o.notes)
+
+
+def test_worktree_path_elsewhere_is_noted() -> None:
+    o = parse("Stop", specific("Stop", worktreePath="/x"))
+    assert o.worktree_path is None
+    assert any("'worktreePath' has no effect on Stop" in n for n in o.notes)
+
+
+@pytest.mark.parametrize("code", [1, 2, 3, 127])
+def test_worktree_create_any_non_zero_exit_fails_the_creation(code: int) -> None:
+    o = parse("WorktreeCreate", b"/home/u/wt/x\n", code=code, stderr=b"svn: checkout failed\n")
+    assert o.worktree_path is None
+    v = fold(WT, [o])
+    assert v.blocked and v.blocks and v.worktree_path is None
+    assert v.reason is not None and "svn: checkout failed" in v.reason
+
+
+def test_worktree_create_a_timed_out_hook_fails_the_creation() -> None:
+    o = parse_outcome(WT, "mk-wt", None, b"/home/u/wt/x\n", b"", timed_out=True, timeout=5)
+    v = fold(WT, [o])
+    assert v.blocked and v.reason == "hook mk-wt failed: timed out after 5 s"
+
+
+def test_worktree_create_without_any_path_fails() -> None:
+    for outcomes in ([], [parse("WorktreeCreate", b"\n  \n")]):
+        v = fold(WT, outcomes)
+        assert v.blocked and v.worktree_path is None
+        assert v.reason == "no WorktreeCreate hook printed a worktree path"
+
+
+def test_worktree_create_a_silent_hook_beside_the_one_that_answers_does_not_fail_it() -> None:
+    v = fold(WT, [parse("WorktreeCreate", b"", hook="log"), parse("WorktreeCreate", b"/wt/a\n", hook="mk")])
+    assert (v.worktree_path, v.blocked) == ("/wt/a", False)
+
+
+def test_worktree_create_hooks_agreeing_on_the_path() -> None:
+    v = fold(WT, [parse("WorktreeCreate", b"/wt/a\n", hook="one"), parse("WorktreeCreate", b"/wt/a\n", hook="two")])
+    assert (v.worktree_path, v.blocked) == ("/wt/a", False)
+
+
+def test_worktree_create_two_different_paths_are_a_conflict_naming_both_never_a_choice() -> None:
+    v = fold(WT, [parse("WorktreeCreate", b"/wt/a\n", hook="one"), parse("WorktreeCreate", b"/wt/b\n", hook="two")])
+    assert v.blocked and v.worktree_path is None
+    assert v.reason is not None and "'one' (/wt/a)" in v.reason and "'two' (/wt/b)" in v.reason
+    assert any("different worktree paths" in n for n in v.notes)
+
+
+def test_worktree_answer_prints_the_path_and_exits_0() -> None:
+    v = fold(WT, [parse("WorktreeCreate", b"/wt/a\n")])
+    assert worktree_answer(v) == AgentAnswer(0, "/wt/a\n", "")
+
+
+def test_worktree_answer_keeps_hookcage_notes_off_stdout() -> None:
+    v = fold(WT, [parse("WorktreeCreate", b"/wt/a\n")], notes=["hook x not run: untrusted"])
+    answer = worktree_answer(v)
+    assert (answer.exit_code, answer.stdout) == (0, "/wt/a\n")
+    assert "untrusted" in answer.stderr
+
+
+def test_worktree_answer_fails_with_exit_2_and_why_on_stderr() -> None:
+    answer = worktree_answer(fold(WT, []))
+    assert (answer.exit_code, answer.stdout) == (2, "")
+    assert answer.stderr == "no WorktreeCreate hook printed a worktree path\n"
+    blocked = worktree_answer(fold(WT, [parse("WorktreeCreate", code=2, stderr=b"quota exceeded")]))
+    assert (blocked.exit_code, blocked.stdout, blocked.stderr.splitlines()[0]) == (2, "", "quota exceeded")
+
+
+def test_worktree_answer_continue_false_fails_the_creation() -> None:
+    v = fold(WT, [parse("WorktreeCreate", js({"continue": False, "stopReason": "frozen",
+                                               "hookSpecificOutput": {"hookEventName": "WorktreeCreate",
+                                                                      "worktreePath": "/wt/a"}}))])
+    answer = worktree_answer(v)
+    assert (answer.exit_code, answer.stdout) == (2, "")
+    assert answer.stderr.startswith("frozen")
+
+
+# -- WorktreeRemove: any non-zero exit fails the removal --------------------------------------
+
+
+def test_worktree_remove_fails_on_any_non_zero_exit_and_ignores_its_stdout() -> None:
+    spec = get_event("WorktreeRemove")
+    assert fold(spec, [parse("WorktreeRemove", code=1, stderr=b"busy")]).blocked
+    assert fold(spec, [parse("WorktreeRemove", code=2, stderr=b"busy")]).blocked
+    ok = fold(spec, [parse("WorktreeRemove", b"/wt/a\n")])
+    assert (ok.blocked, ok.worktree_path) == (False, None)
