@@ -367,7 +367,8 @@ def validate(paths: Sequence[Path], agent: str | None, project: Path | None) -> 
 
 
 def _hook_scope_text(hook: Any) -> str:
-    return f"{hook.scope.value} hook {hook.id} ({_field(hook.source)} {_field(hook.json_path)})"
+    who = f"{hook.agent} " if hook.agent else ""
+    return f"{who}{hook.scope.value} hook {hook.id} ({_field(hook.source)} {_field(hook.json_path)})"
 
 
 REVIEW_LINES = 200
@@ -546,11 +547,16 @@ def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]]) -> in
 @click.option("--yes", is_flag=True, help="Trust without asking (for scripts; combine with --all).")
 @click.option("--full", is_flag=True,
               help=f"Show every file and diff whole (otherwise each stops at {REVIEW_LINES} lines, marked).")
+@_agent_option
 @_project_option
 @click.pass_context
 def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bool, full: bool,
-          project: Path | None) -> None:
+          agent: str | None, project: Path | None) -> None:
     """Review the project's hooks and trust them (trust on first use).
+
+    Covers the project's hooks in hookcage's own files and in every agent's
+    (.claude/settings.json, .gemini/settings.json, .cursor/hooks.json, ...;
+    only AGENT's with --agent).
 
     Shows each new or changed project hook: event, matcher, command, the files
     it references (content, or a diff against what you reviewed before), its
@@ -570,13 +576,14 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
         return
     executor, root = _executor_and_root(project)
     store = executor.trust_store()
-    pending, refused = executor.pending_reviews(root, hook_ids)
+    agents = _agents(agent)
+    pending, refused = executor.pending_reviews(root, hook_ids, agents)
     for hook, why in refused:
         click.echo(f"cannot review {_hook_scope_text(hook)}: {_shown(why)}", err=True)
     if not pending:
         click.echo(f"nothing to review: every project hook in {_field(root)} is trusted"
                    + (f" ({len(refused)} could not be reviewed)" if refused else ""))
-        unfetched = executor.unfetched(root)
+        unfetched = executor.unfetched(root, agents)
         if unfetched:
             click.echo(f"fetching the dependencies of {len(unfetched)} trusted hook(s) (not in the cache)")
         failed = _fetch_dependencies(executor, unfetched)

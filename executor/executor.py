@@ -471,9 +471,11 @@ class HookExecutor:
             labels={"hookcage.session": "review", "hookcage.hook": hook.id},
         )
 
-    def unfetched(self, root: Path) -> list[tuple[HookSpec, TrustSubject]]:
+    def unfetched(
+        self, root: Path, agents: Sequence[Dialect] | None = None
+    ) -> list[tuple[HookSpec, TrustSubject]]:
         """The trusted repository hooks whose dependencies are not in the cache (yet, or any more)."""
-        hookset = self.load(root)
+        hookset = self.load(root, agents)
         missing = []
         for hook in hookset.hooks:
             if not hook.scope.from_repository or hookset.skip(hook) is not None:
@@ -490,15 +492,16 @@ class HookExecutor:
         return missing
 
     def pending_reviews(
-        self, root: Path, hook_ids: Sequence[str] = ()
+        self, root: Path, hook_ids: Sequence[str] = (), agents: Sequence[Dialect] | None = None
     ) -> tuple[list[tuple[HookSpec, TrustSubject]], list[tuple[HookSpec, str]]]:
         """The repository hooks that need review, and those that cannot be reviewed (and why).
 
         Args:
             root: the project root.
             hook_ids: only these hooks (all when empty).
+            agents: only these agents' files (and hookcage's own); every agent's when None.
         """
-        hookset = self.load(root)
+        hookset = self.load(root, agents)
         pending: list[tuple[HookSpec, TrustSubject]] = []
         refused: list[tuple[HookSpec, str]] = []
         for hook in hookset.hooks:
