@@ -48,6 +48,7 @@ from executor.core.protocol import (
     _join,
     build_stdin,
     parse_outcome,
+    worktree_answer,
 )
 from executor.core.text import sanitize
 from executor.errors import PayloadError
@@ -278,6 +279,8 @@ class Dialect:
         Elsewhere, and in a dialect without JSON blocks, it is exit 2 with the
         reason on stderr. ``continue: false`` wins over a block, as before.
         """
+        if event.name == "WorktreeCreate":
+            return worktree_answer(verdict)  # the hook replaces worktree creation: a path, not JSON
         blocks = verdict.blocks
         form = self.block_form(event) if blocks else None
         if form == "exit2":

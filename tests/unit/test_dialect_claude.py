@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from executor.core.events import EVENTS, EventSpec, get_event
+from executor.core.events import EVENTS, get_event
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
@@ -78,6 +78,15 @@ def answer_json(answer: AgentAnswer) -> Any:
     return strict_json(answer.stdout)
 
 
+def test_worktree_create_is_answered_with_the_path_not_json() -> None:
+    # code.claude.com/docs/en/hooks, WorktreeCreate: the hook prints the worktree's path on stdout.
+    spec = get_event("WorktreeCreate")
+    done = fold(spec, [parse("WorktreeCreate", b"/tmp/wt-1\n")])
+    assert render(spec, done) == AgentAnswer(0, "/tmp/wt-1\n", "")
+    failed = render(spec, fold(spec, [parse("WorktreeCreate", code=1, stderr=b"no space")]))
+    assert failed.exit_code == 2 and failed.stdout == ""
+
+
 def test_render_stop_block_is_json_and_keeps_system_message_and_context() -> None:
     # Issue 10: a "ralph loop" Stop hook blocks with a systemMessage; exit 2 lost it.
     o = parse("Stop", js({"decision": "block", "reason": "keep going: 3 tasks left",
@@ -115,8 +124,7 @@ def test_claude_decision_events_follow_the_reference() -> None:
     expected = {"PreToolUse": "permission", "PermissionRequest": "permission_request",
                 "TaskCompleted": "exit2", "TeammateIdle": "exit2", **dict.fromkeys(reference, "decision")}
     for name, form in expected.items():
-        spec = EVENTS.get(name) or EventSpec(name, None, True, permission=name in ("PreToolUse", "PermissionRequest"))
-        assert CLAUDE.block_form(spec) == form, name
+        assert CLAUDE.block_form(EVENTS[name]) == form, name
     assert all(EXIT_CODES.block_form(spec) == "exit2" for spec in EVENTS.values())
 
 
