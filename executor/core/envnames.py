@@ -13,6 +13,13 @@ Each agent's dialect names the one its hooks read (``Dialect.project_dir_var``);
 a test checks each is here.
 """
 
+AGENT_CONFIG_VARS: tuple[str, ...] = (
+    "HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "CODEX_HOME", "INFER_HOOKS_ENABLED",
+)
+"""What the dialects read to find an agent's files (``Where.environ``): the daemon is
+handed the caller's, so it reads the same files as an in-process dispatch. A test
+checks no dialect reads another variable."""
+
 IN_HOOK_VAR = "HOOKCAGE_IN_HOOK"
 """Set in every hook's environment: a ``hookcage dispatch`` that sees it answers
 at once without running anything (no configuration can make hookcage call itself)."""

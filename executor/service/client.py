@@ -39,7 +39,7 @@ import stat
 import sys
 
 from executor import __version__
-from executor.core.envnames import PROJECT_DIR_VARS
+from executor.core.envnames import AGENT_CONFIG_VARS, PROJECT_DIR_VARS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
     (PATH, HOME, LANG), what picks the Docker engine and the agent's
     ``CLAUDE_ENV_FILE``.
     """
-    keep = {*PROJECT_DIR_VARS, *BASE_ENV_VARS, *DOCKER_ENV_VARS, *AGENT_ENV_VARS}
+    keep = {*PROJECT_DIR_VARS, *BASE_ENV_VARS, *DOCKER_ENV_VARS, *AGENT_ENV_VARS, *AGENT_CONFIG_VARS}
     return {
         name: value for name, value in environ.items()
         if name in keep or name.upper().startswith("HOOKCAGE_")

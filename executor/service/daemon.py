@@ -69,7 +69,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from executor import __version__
-from executor.core.envnames import PROJECT_DIR_VARS
+from executor.core.envnames import AGENT_CONFIG_VARS, PROJECT_DIR_VARS
 from executor.core.protocol import AgentAnswer
 from executor.dialects import DIALECTS, resolve_dialect
 from executor.errors import HookcageError, PayloadError, SandboxError
@@ -200,7 +200,8 @@ def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str
     Raises:
         Refusal: the root, the payload's ``cwd`` or ``transcript_path`` is relative.
     """
-    environ = {name: env[name] for name in (*PROJECT_DIR_VARS, *client.AGENT_ENV_VARS) if name in env}
+    environ = {name: env[name] for name in (*PROJECT_DIR_VARS, *client.AGENT_ENV_VARS, *AGENT_CONFIG_VARS)
+               if name in env}
     chosen = next((env[name] for name in PROJECT_DIR_VARS if env.get(name)), None)
     where = payload.get("cwd")
     if chosen is not None:

@@ -274,3 +274,36 @@ def test_decode_errors_are_one_line(raw: bytes, form: Any, message: str) -> None
     with pytest.raises(ValueError, match=message) as info:
         decode(raw, form)
     assert "\n" not in str(info.value)
+
+
+class Recording(dict[str, str]):
+    """An environment that remembers what was looked up."""
+
+    def __init__(self) -> None:
+        super().__init__(HOME="/home/u")
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> str:
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return super().__contains__(key)
+
+
+def test_dialects_read_only_the_variables_the_daemon_is_handed() -> None:
+    # The daemon answers with the caller's AGENT_CONFIG_VARS only: a dialect reading
+    # another variable would find other files there than in-process.
+    from executor.core.envnames import AGENT_CONFIG_VARS
+    from executor.dialects.base import Where
+
+    for dialect in DIALECTS.values():
+        env = Recording()
+        dialect.sources(Where("/repo", "/home/u", env))
+        dialect.parse({}, scope=Scope.PROJECT, source="/repo/x", project_root="/repo", environ=env)
+        assert env.asked <= set(AGENT_CONFIG_VARS), (dialect.name, env.asked - set(AGENT_CONFIG_VARS))
