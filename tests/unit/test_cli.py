@@ -369,3 +369,22 @@ def test_off_list_hook_is_reported_with_the_line_that_allows_it(cli: Cli) -> Non
     assert cli.run("allow", "echo linted").returncode == 0
     proc = cli.run("dispatch", "Stop", stdin='{"session_id": "s"}')
     assert "systemMessage" not in json.loads(proc.stdout)
+
+
+def test_a_host_hook_whose_script_calls_hookcage_dispatch_does_not_recurse(cli: Cli, tmp_path: Path) -> None:
+    # A route hidden in a script is not recognised as a route when the file is read:
+    # the nested dispatch sees HOOKCAGE_IN_HOOK and answers at once, running nothing.
+    script = tmp_path / "recurse.sh"
+    script.write_text(f"{HOOKCAGE} dispatch --agent claude Stop >&2; echo nested-exit=$? >&2\n")
+    # The same installation inside, as for a user whose HOOKCAGE_HOME is the default one.
+    cli.user_hooks(host_hook("Stop", f"sh {script}", timeout=10, env={"HOOKCAGE_HOME": str(cli.home)}))
+    proc = cli.run("dispatch", "--agent", "claude", "Stop", stdin=json.dumps({"session_id": "s"}))
+    assert (proc.returncode, proc.stdout) == (0, "{}\n"), proc.stderr
+    runs = [json.loads(line) for line in (cli.home / "runs.jsonl").read_text().splitlines()]
+    assert [r["outcome"] for r in runs] == ["ran"]  # once: the nested call ran nothing
+
+
+def test_hookcage_dispatch_inside_a_hook_answers_at_once(cli: Cli) -> None:
+    proc = cli.run("dispatch", "Stop", stdin=b"not even json", HOOKCAGE_IN_HOOK="1")
+    assert (proc.returncode, proc.stdout) == (0, "{}\n")
+    assert "called from inside a hook" in proc.stderr
