@@ -109,7 +109,9 @@ class FakeEngine(threading.Thread):
             self.sock.close()
 
 
-CLEARED_ENV = ("CLAUDE_PROJECT_DIR", "CLAUDE_ENV_FILE", "HOOKCAGE_PROJECT_DIR", "HOOKCAGE_HOME_CAP")
+CLEARED_ENV = ("CLAUDE_PROJECT_DIR", "CLAUDE_ENV_FILE", "HOOKCAGE_PROJECT_DIR", "HOOKCAGE_HOME_CAP",
+               "CODEBUDDY_PROJECT_DIR", "GEMINI_PROJECT_DIR", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "CODEX_HOME",
+               "INFER_HOOKS_ENABLED", "HOOKCAGE_IN_HOOK")
 """Variables of the test runner's own environment that would leak into a user's run."""
 
 
@@ -127,7 +129,11 @@ class CliUser:
         self.hookdir = root / ".hookcage"
         self.hookdir.mkdir(exist_ok=True)
         self.hookdir.chmod(0o755)
-        self.env = {**os.environ, "HOOKCAGE_HOME": str(self.home), "HOOKCAGE_MANAGED_DIR": str(tmp / "managed")}
+        # An isolated user too: the agents' user files (~/.claude/settings.json, ...) are theirs.
+        self.user_home = tmp / "user-home"
+        self.user_home.mkdir(exist_ok=True)
+        self.env = {**os.environ, "HOOKCAGE_HOME": str(self.home), "HOOKCAGE_MANAGED_DIR": str(tmp / "managed"),
+                    "HOME": str(self.user_home)}
         for name in CLEARED_ENV:
             self.env.pop(name, None)
         self.session = agent_session(kind)
