@@ -204,6 +204,8 @@ def agent_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str] 
     for source in dialect.sources(where(root, environ)):
         if source.scope.from_repository and root is None:
             continue
+        if source.unless_exists and os.path.exists(source.unless_exists):
+            continue  # the agent reads only the first file it finds (infer)
         if not source.glob:
             found.append((source, Path(source.path)))
             continue

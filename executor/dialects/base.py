@@ -76,6 +76,9 @@ class HookSource:
         condition: when the agent itself loads it (for ``--agent help`` and
             ``hookcage list``; hookcage reads it regardless, and its hooks pass
             hookcage's gates).
+        unless_exists: a file whose existence means the agent does not read
+            this one (an agent that reads only the first file it finds, as
+            infer does); hookcage then does not read it either.
     """
 
     scope: Scope
@@ -83,6 +86,7 @@ class HookSource:
     glob: bool = False
     format: FileFormat = "json"
     condition: str = ""
+    unless_exists: str | None = None
 
 
 @dataclass(frozen=True)

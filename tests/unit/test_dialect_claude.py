@@ -331,7 +331,7 @@ CLAUDE_PAYLOAD = {
 
 
 def test_the_registry_knows_claude_and_codebuddy() -> None:
-    assert list(DIALECTS) == ["claude", "codebuddy"]
+    assert next(iter(DIALECTS)) == "claude" and "codebuddy" in DIALECTS  # other agents follow, sorted
     assert get_dialect("claude") is CLAUDE and get_dialect("codebuddy") is CODEBUDDY
 
 
