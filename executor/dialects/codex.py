@@ -1,0 +1,404 @@
+"""Codex (openai/codex): its hook files, its payload and the strict answers it reads.
+
+Sources: developers.openai.com/codex/hooks (D) and openai/codex's
+``codex-rs`` (S): config/src/hook_config.rs (file shape),
+hooks/src/engine/discovery.rs (layers, managed hooks), hooks/src/events/common.rs
+(matchers), hooks/src/engine/output_parser.rs and hooks/src/schema.rs (answers).
+
+Files (S discovery.rs; D): ``hooks.json`` and the ``[hooks]`` table of
+``config.toml`` beside every config layer: user ``~/.codex`` (``$CODEX_HOME``
+replaces it), project ``<repo>/.codex`` (Codex loads it only when the project
+layer is trusted), system ``/etc/codex`` (managed). Managed hooks also come
+from the ``[hooks]`` table of ``/etc/codex/requirements.toml`` and the legacy
+``/etc/codex/managed_config.toml``. Codex also runs a user or project hook only
+once its hash is trusted (``/hooks``); hookcage has its own trust and does not
+read Codex's (``hooks.state`` in config.toml is skipped).
+``allow_managed_hooks_only`` in requirements.toml is Codex's switch for its own
+loader: hookcage does not apply it (hooks still pass hookcage's gates);
+``[features] hooks = false`` (or ``codex_hooks``) turns the file's scope off.
+
+Shape (S hook_config.rs): Claude Code's, ``timeout`` in seconds (default 600,
+at least 1: ``timeout_sec.unwrap_or(600).max(1)``; some versions spell it
+``timeoutSec``), plus ``statusMessage``, ``commandWindows``,
+``visibilityHint``, ``additionalContextLimit`` (read, not acted on); handler
+types ``prompt``/``agent``/``mcp_tool`` are listed and never run. Matchers (S
+common.rs ``matches_matcher``): ``""``/``"*"``/absent match all; only
+``[A-Za-z0-9_|]`` is an exact list split on ``|`` (``Bash`` does not match
+``BashOutput``); anything else an unanchored Rust regular expression (RE2's
+syntax). ``apply_patch`` is matched as ``Edit`` and ``Write`` too.
+
+Events (S hook_config.rs ``HookEventsToml``; D for the newer ones): Claude
+Code's names, PreToolUse, PermissionRequest, PostToolUse, PreCompact,
+PostCompact, SessionStart, UserPromptSubmit, Stop, SubagentStart,
+SubagentStop, SessionEnd, StopFailure; ``Interrupt`` has no twin. AGENTS.md's
+"CC names (10)" depends on the version: hookcage accepts all of these.
+
+Payload (S schema.rs ``PreToolUseCommandInput``): Claude Code's keys plus
+``model`` and, on turn events, ``turn_id`` (how it is recognised without
+``--agent``); ``transcript_path`` may be null; tools ``Bash``, ``apply_patch``
+(``tool_input.command`` holds the patch), ``mcp__server__tool``.
+
+Answers (S output_parser.rs, schema.rs): every output struct is
+``deny_unknown_fields`` and an unsupported field makes Codex count the hook as
+failed and go on (fail open), so hookcage answers with exactly the keys Codex
+reads for each event. PreToolUse: ``permissionDecision: "deny"`` with a
+non-empty reason, or ``"allow"`` only together with ``updatedInput`` (the
+rewrite; AGENTS.md's bare ``allow`` is refused by Codex); ``ask``,
+``continue: false``, ``stopReason`` and ``suppressOutput`` are unsupported there:
+hookcage answers an ask verdict and a stop with a deny (the safe reading: a
+hook wanted a human, or the agent stopped, and Codex can do neither here).
+A bare approval is not passed on. Stop has no ``hookSpecificOutput``, so
+context is not passed on there. Exit 2 blocks only with a reason on stderr
+(with none, Codex counts the hook as failed); the same rules are applied to
+Codex's own hooks' answers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from executor.core import linre
+from executor.core.events import EventSpec
+from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
+from executor.core.matchers import Matcher
+from executor.core.protocol import (
+    AgentAnswer,
+    HookOutcome,
+    SandboxFacts,
+    Verdict,
+    _dumps,
+    parse_outcome,
+)
+from executor.core.text import sanitize
+from executor.dialects.base import (
+    Dialect,
+    HookSource,
+    Where,
+    block_reason,
+    home_path,
+    project_sources,
+)
+
+SYSTEM_DIR = "/etc/codex"
+DEFAULT_TIMEOUT = 600.0
+
+CODEX_EVENTS = (
+    "PreToolUse", "PermissionRequest", "PostToolUse", "PreCompact", "PostCompact", "SessionStart",
+    "UserPromptSubmit", "Stop", "SubagentStart", "SubagentStop", "SessionEnd", "StopFailure",
+)
+"""Codex's events that are Claude Code's (same names, same meaning)."""
+
+OWN_EVENTS: Mapping[str, EventSpec] = {
+    "Interrupt": EventSpec("Interrupt", None, "user_only"),
+}
+
+_EXACT = re.compile(r"[A-Za-z0-9_|]*")
+_MATCHER_ALIASES: Mapping[str, tuple[str, ...]] = {"apply_patch": ("Edit", "Write")}
+"""Names Codex also tests a tool's matcher against (S pre_tool_use.rs ``matcher_aliases``)."""
+
+# Keys of the [hooks] table that are not events (S hook_config.rs HooksToml.state,
+# ManagedHooksRequirementsToml.managed_dir / windows_managed_dir).
+_NOT_EVENTS = frozenset({"state", "managed_dir", "windows_managed_dir"})
+
+# What Codex reads in an answer, per event (S schema.rs: every struct is deny_unknown_fields).
+_SPECIFIC_KEYS: Mapping[str, frozenset[str]] = {
+    "PreToolUse": frozenset({"permissionDecision", "permissionDecisionReason", "updatedInput", "additionalContext"}),
+    "PermissionRequest": frozenset({"decision"}),
+    "PostToolUse": frozenset({"additionalContext"}),
+    "SessionStart": frozenset({"additionalContext"}),
+    "UserPromptSubmit": frozenset({"additionalContext"}),
+    "SubagentStart": frozenset({"additionalContext"}),
+}
+_DECISION_EVENTS = frozenset({"PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop"})
+"""Events whose block Codex reads from top-level ``decision: "block"`` + ``reason``."""
+_NO_STOP = frozenset({"PreToolUse", "PermissionRequest"})
+"""Events where ``continue: false`` and ``stopReason`` are unsupported (output_parser.rs)."""
+_NO_SUPPRESS = frozenset({"PreToolUse", "PermissionRequest", "PostToolUse"})
+"""Events where ``suppressOutput`` is unsupported (output_parser.rs)."""
+
+
+class CodexMatcher(Matcher):
+    """A Codex matcher: also tested against Codex's own aliases of a tool (``apply_patch``: Edit, Write)."""
+
+    def matches(self, value: str | None, *, tool: bool = False) -> bool:
+        if super().matches(value, tool=tool):
+            return True
+        if not tool or value is None or self.error is not None:
+            return False
+        return any(super(CodexMatcher, self).matches(alias) for alias in _MATCHER_ALIASES.get(value, ()))
+
+
+def compile_matcher(source: str | None) -> Matcher:
+    """Compile a matcher by Codex's rules (S common.rs ``matches_matcher``)."""
+    if source is None or source in ("", "*"):
+        return CodexMatcher(source)
+    if _EXACT.fullmatch(source):
+        return CodexMatcher(source, names=frozenset(source.split("|")) - {""})
+    try:
+        return CodexMatcher(source, pattern=linre.compile(source))
+    except linre.PatternError as exc:
+        return CodexMatcher(source, error=f"invalid regular expression {source!r}: {exc}")
+
+
+def _reason(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def invalid_answer(event: str, data: Mapping[str, Any]) -> str | None:
+    """Why Codex counts a hook with this JSON answer as failed (S output_parser.rs), or None."""
+    specific = data.get("hookSpecificOutput")
+    specific = specific if isinstance(specific, dict) else {}
+    if event in _NO_STOP:
+        if data.get("continue") is False:
+            return f"{event} hook returned unsupported continue:false"
+        if data.get("stopReason") is not None:
+            return f"{event} hook returned unsupported stopReason"
+    if event in _NO_SUPPRESS and data.get("suppressOutput") is True:
+        return f"{event} hook returned unsupported suppressOutput"
+    if event == "PreToolUse":
+        decision = specific.get("permissionDecision")
+        if any(k in specific for k in ("permissionDecision", "permissionDecisionReason", "updatedInput")):
+            if "updatedInput" in specific and decision != "allow":
+                return "PreToolUse hook returned updatedInput without permissionDecision:allow"
+            if decision == "allow" and "updatedInput" not in specific:
+                return "PreToolUse hook returned unsupported permissionDecision:allow"
+            if decision == "ask":
+                return "PreToolUse hook returned unsupported permissionDecision:ask"
+            if decision == "deny" and not _reason(specific.get("permissionDecisionReason")):
+                return "PreToolUse hook returned permissionDecision:deny without a non-empty permissionDecisionReason"
+            if decision is None:
+                return "PreToolUse hook returned permissionDecisionReason without permissionDecision"
+        elif data.get("decision") == "approve":
+            return "PreToolUse hook returned unsupported decision:approve"
+        elif data.get("decision") == "block" and not _reason(data.get("reason")):
+            return "PreToolUse hook returned decision:block without a non-empty reason"
+        elif data.get("decision") is None and data.get("reason") is not None:
+            return "PreToolUse hook returned reason without decision"
+    if event == "PermissionRequest":
+        decision = specific.get("decision")
+        if isinstance(decision, dict):
+            for key in ("updatedInput", "updatedPermissions"):
+                if decision.get(key) is not None:
+                    return f"PermissionRequest hook returned unsupported {key}"
+            if decision.get("interrupt") is True:
+                return "PermissionRequest hook returned unsupported interrupt:true"
+    return None
+
+
+class CodexDialect(Dialect):
+    """Codex (openai/codex)."""
+
+    name = "codex"
+    title = "Codex"
+    shape = FileShape(
+        agent="codex", event_names={e: e for e in CODEX_EVENTS}, own_events=OWN_EVENTS,
+        default_timeout=DEFAULT_TIMEOUT, compile=compile_matcher, canonical_names=False,
+        ignored_keys=frozenset({"statusMessage", "commandWindows", "visibilityHint", "additionalContextLimit",
+                                "timeoutSec"}),
+    )
+    recognised_by = ("turn_id", "model")
+    unsupported = (
+        "Codex's per-hook hash trust and hooks.state (hookcage's own trust applies instead)",
+        "allow_managed_hooks_only (Codex's switch for its own loader; hookcage's gates apply to every hook)",
+        "an ask verdict on PreToolUse is answered as a deny (Codex cannot ask there)",
+        "a pre-approval without an input rewrite, a tool output rewrite, and context on Stop "
+        "(Codex's answers have no place for them)",
+        "project .codex folders between the project root and the working directory (only the root's is read)",
+    )
+
+    # -- files ---------------------------------------------------------------------------
+
+    def sources(self, where: Where) -> list[HookSource]:
+        user_dir = (home_path(where, env="CODEX_HOME") if where.environ.get("CODEX_HOME")
+                    else home_path(where, ".codex"))
+        hashed = "Codex runs it once its hash is trusted (/hooks)"
+        return [
+            HookSource(Scope.MANAGED, f"{SYSTEM_DIR}/requirements.toml", format="toml",
+                       condition="managed requirements: its [hooks] always load"),
+            HookSource(Scope.MANAGED, f"{SYSTEM_DIR}/managed_config.toml", format="toml"),
+            HookSource(Scope.MANAGED, f"{SYSTEM_DIR}/config.toml", format="toml"),
+            HookSource(Scope.MANAGED, f"{SYSTEM_DIR}/hooks.json"),
+            HookSource(Scope.USER, f"{user_dir}/hooks.json", condition=hashed),
+            HookSource(Scope.USER, f"{user_dir}/config.toml", format="toml", condition=hashed),
+            *project_sources(where, (Scope.PROJECT, (".codex", "hooks.json")),
+                             condition=f"only in a trusted project; {hashed}"),
+            *project_sources(where, (Scope.PROJECT, (".codex", "config.toml")), format="toml",
+                             condition=f"only in a trusted project; {hashed}"),
+        ]
+
+    def parse(self, data: Any, *, scope: Scope, source: str, project_root: str | None,
+              environ: Mapping[str, str] | None = None) -> HookFile:
+        out = Collector(source, self.name)
+        if not isinstance(data, dict):
+            out.error("$", "the top level must be an object")
+            return HookFile(source, scope, problems=tuple(out.problems), agent=self.name)
+        toml = source.endswith(".toml")
+        disable = self._features_off(data, out) if toml else ""
+        hooks = data.get("hooks", {})
+        specs: list[HookSpec] = []
+        if not isinstance(hooks, dict):
+            out.error("$.hooks", "must be an object mapping event names to matcher groups")
+            hooks = {}
+        for name, groups in hooks.items():
+            if toml and name in _NOT_EVENTS:
+                continue
+            epath = f"$.hooks.{name}"
+            event = self.shape.event(name)
+            if event is None:
+                out.error(epath, f"unknown event {name!r}; valid events: {self.shape.event_list()}")
+                continue
+            if not isinstance(groups, list):
+                out.error(epath, "must be an array of matcher groups", event)
+                continue
+            for gi, group in enumerate(groups):
+                specs.extend(self._group(group, f"{epath}[{gi}]", event, scope, project_root, out))
+        return HookFile(source, scope, tuple(specs), tuple(out.problems), disable_all=bool(disable),
+                        agent=self.name, routes=tuple(out.routes), disable_reason=disable)
+
+    @staticmethod
+    def _features_off(data: Mapping[str, Any], out: Collector) -> str:
+        """``[features] hooks = false`` (alias ``codex_hooks``): Codex runs no hooks from this layer on."""
+        features = data.get("features")
+        if not isinstance(features, dict):
+            return ""
+        for key in ("hooks", "codex_hooks"):
+            value = features.get(key)
+            if value is False:
+                return f"[features] {key} = false"
+            if value is not None and not isinstance(value, bool):
+                out.error(f"$.features.{key}", "must be true or false")
+        return ""
+
+    def _group(self, group: Any, path: str, event: str, scope: Scope, root: str | None,
+               out: Collector) -> list[HookSpec]:
+        if not isinstance(group, dict):
+            out.error(path, "a matcher group must be an object with 'matcher' and 'hooks'", event)
+            return []
+        raw_matcher = group.get("matcher")
+        if raw_matcher is not None and not isinstance(raw_matcher, str):
+            out.error(f"{path}.matcher", "must be a string", event)
+            return []
+        matcher = compile_matcher(raw_matcher)
+        if matcher.error:
+            effect = "this group never fires" if self.shape.spec(event).matcher_field else f"{event} ignores matchers"
+            out.warn(f"{path}.matcher", f"{matcher.error} ({effect}; Codex skips the group)", event)
+        for key in sorted(group.keys() - {"matcher", "hooks"}):
+            out.warn(f"{path}.{key}", "unknown key, ignored", event)
+        handlers = group.get("hooks", [])
+        if not isinstance(handlers, list):
+            out.error(f"{path}.hooks", "must be an array of hook handlers", event)
+            return []
+        specs = []
+        for hi, raw in enumerate(handlers):
+            hpath = f"{path}.hooks[{hi}]"
+            keys: dict[str, str] = {}
+            if isinstance(raw, dict):
+                if "timeoutSec" in raw and "timeout" not in raw:
+                    raw = {**raw, "timeout": raw["timeoutSec"]}
+                    keys["timeout"] = "timeoutSec"
+                timeout = raw.get("timeout")
+                if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout == 0:
+                    out.warn(f"{hpath}.{keys.get('timeout', 'timeout')}", "0 runs as 1 second (Codex's minimum)",
+                             event)
+                    raw = {**raw, "timeout": 1}
+            spec = parse_handler(raw, hpath, event, matcher, scope, root, out, shape=self.shape, keys=keys)
+            if spec is not None:
+                specs.append(spec)
+        return specs
+
+    # -- answers -------------------------------------------------------------------------
+
+    def parse_answer(
+        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
+        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
+        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
+        project_dir: str | None = None,
+    ) -> HookOutcome:
+        """Claude Code's rules, narrowed to what Codex accepts (S output_parser.rs, pre_tool_use.rs)."""
+        kw: dict[str, Any] = dict(timed_out=timed_out, oom_killed=oom_killed, timeout=timeout, hook_id=hook_id,
+                                  sandbox=sandbox, image=image, project_dir=project_dir)
+        if timed_out or oom_killed or exit_code is None:
+            return parse_outcome(spec, hook, exit_code, stdout, stderr, **kw)
+        failed = HookOutcome(hook=hook, status="error", exit_code=exit_code, hook_id=hook_id)
+        if exit_code == 2 and not stderr.strip():
+            return replace(failed, error="exited 2 with nothing on stderr: Codex does not block then "
+                                         "(the hook counts as failed)")
+        if exit_code != 0:
+            return parse_outcome(spec, hook, exit_code, stdout, stderr, **kw)
+        if stdout.lstrip().startswith(b"["):
+            return replace(failed, error="stdout JSON is not an object")
+        if not stdout.lstrip().startswith(b"{"):
+            return parse_outcome(spec, hook, exit_code, stdout, stderr, **kw)
+        try:
+            data = json.loads(stdout)
+        except (ValueError, RecursionError):
+            return parse_outcome(spec, hook, exit_code, stdout, stderr, **kw)  # reported as it is
+        if not isinstance(data, dict):
+            return parse_outcome(spec, hook, exit_code, stdout, stderr, **kw)
+        problem = invalid_answer(spec.name, data)
+        if problem is not None:
+            return replace(failed, error=f"{sanitize(problem)}: Codex counts the hook as failed and goes on")
+        notes: tuple[str, ...] = ()
+        if data.get("decision") == "block" and not _reason(data.get("reason")):
+            data = {k: v for k, v in data.items() if k != "decision"}
+            notes = (f"decision:block without a non-empty reason does not block in Codex ({spec.name}); ignored",)
+        outcome = parse_outcome(spec, hook, 0, _dumps(data).encode("utf-8"), stderr, **kw)
+        return replace(outcome, notes=outcome.notes + notes)
+
+    def render(self, event: EventSpec, verdict: Verdict) -> AgentAnswer:
+        """hookcage's verdict with only the keys Codex reads for ``event`` (exit 0, JSON).
+
+        Codex refuses an answer with a key it does not read and then goes on as if
+        no hook had answered, so nothing else is ever written.
+        """
+        name = event.name
+        out: dict[str, Any] = {}
+        specific: dict[str, Any] = {}
+        stop = not verdict.continue_
+        stop_reason = sanitize(verdict.stop_reason) if verdict.stop_reason else None
+        if name == "PreToolUse":
+            deny = None
+            if verdict.blocks:
+                deny = block_reason(event, verdict)
+            elif stop:
+                deny = stop_reason or "a hook stopped the agent (continue: false), which Codex cannot do here"
+            elif verdict.decision == "ask":
+                why = f": {sanitize(verdict.decision_reason)}" if verdict.decision_reason else ""
+                deny = f"a hook asked for confirmation, which Codex cannot ask for here; denied{why}"
+            if deny is not None:
+                specific.update(permissionDecision="deny", permissionDecisionReason=deny)
+            elif verdict.updated_input is not None:
+                specific.update(permissionDecision="allow", updatedInput=verdict.updated_input)
+        elif name == "PermissionRequest":
+            if verdict.blocks or stop:
+                message = block_reason(event, verdict) if verdict.blocks else (stop_reason or "stopped by a hook")
+                specific["decision"] = {"behavior": "deny", "message": message}
+            elif verdict.decision == "allow":
+                specific["decision"] = {"behavior": "allow"}
+        elif name in _DECISION_EVENTS and verdict.blocks:
+            out["decision"] = "block"
+            out["reason"] = block_reason(event, verdict)
+        elif name == "PreCompact" and verdict.blocks:
+            stop, stop_reason = True, block_reason(event, verdict)  # Codex reads only continue: false there
+        if stop and name not in _NO_STOP:
+            out["continue"] = False
+            if stop_reason:
+                out["stopReason"] = stop_reason
+        if verdict.suppress_output and name not in _NO_SUPPRESS:
+            out["suppressOutput"] = True
+        if verdict.system_message:
+            out["systemMessage"] = sanitize(verdict.system_message)
+        allowed = _SPECIFIC_KEYS.get(name, frozenset())
+        if verdict.additional_context and "additionalContext" in allowed:
+            specific["additionalContext"] = sanitize(verdict.additional_context)
+        specific = {k: v for k, v in specific.items() if k in allowed}
+        if specific:
+            out["hookSpecificOutput"] = {"hookEventName": name, **specific}
+        return AgentAnswer(0, _dumps(out) + "\n", "")
+
+
+DIALECT = CodexDialect()
