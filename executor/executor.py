@@ -160,6 +160,12 @@ def _dialect_of(hook: HookSpec) -> Dialect:
     return DIALECTS.get(hook.agent, DEFAULT_DIALECT)
 
 
+def _input_of(hook: HookSpec, inputs: Mapping[str, Any]) -> Any:
+    """What ``hook`` reads on stdin: its agent's payload, in the form it was filed for."""
+    form = _dialect_of(hook).input_form(hook) if hook.agent else ""
+    return inputs[f"{hook.agent}/{form}"] if form else inputs[hook.agent]
+
+
 def _untrusted_note(details: Sequence[str], root: Path) -> str:
     count = len(details)
     unsafe = [d for d in details if d != "new or changed since it was reviewed"]
@@ -289,6 +295,9 @@ class HookExecutor:
                   dialect.name: dialect.hook_input(spec, raw if raw is not None else payload)}
         # select
         matching = [h for h in hookset.for_event(spec.name) if selects(spec, h, payload)]
+        for form in {dialect.input_form(h) for h in matching if h.agent == dialect.name} - {""}:
+            # hooks of this agent filed so that they read another form of its payload
+            inputs[f"{dialect.name}/{form}"] = dialect.form_input(spec, raw if raw is not None else payload, form)
         # gate
         runs, background, considered, notes = self._gate_all(spec, hookset, matching, root, session, payload, inputs)
         # run
@@ -340,7 +349,7 @@ class HookExecutor:
                     untrusted.append(gate.skip.detail)
                 considered.append(self._record(spec, session, hook, skip=gate.skip))
                 continue
-            run = _Run(hook, self._request(hook, payload, root, inputs[hook.agent], session, gate.files, gate.deps),
+            run = _Run(hook, self._request(hook, payload, root, _input_of(hook, inputs), session, gate.files, gate.deps),
                        outcome=gate.outcome)
             if hook.is_async:
                 background.append(run)

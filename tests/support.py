@@ -111,7 +111,7 @@ class FakeEngine(threading.Thread):
 
 CLEARED_ENV = ("CLAUDE_PROJECT_DIR", "CLAUDE_ENV_FILE", "HOOKCAGE_PROJECT_DIR", "HOOKCAGE_HOME_CAP",
                "CODEBUDDY_PROJECT_DIR", "GEMINI_PROJECT_DIR", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "CODEX_HOME",
-               "INFER_HOOKS_ENABLED", "HOOKCAGE_IN_HOOK")
+               "INFER_HOOKS_ENABLED", "HOOKCAGE_IN_HOOK", "CURSOR_PROJECT_DIR", "COPILOT_HOME")
 """Variables of the test runner's own environment that would leak into a user's run."""
 
 

@@ -5,7 +5,7 @@ too, so it must stay free of imports.
 """
 
 PROJECT_DIR_VARS: tuple[str, ...] = (
-    "CLAUDE_PROJECT_DIR", "HOOKCAGE_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR", "GEMINI_PROJECT_DIR",
+    "CLAUDE_PROJECT_DIR", "HOOKCAGE_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR", "GEMINI_PROJECT_DIR", "CURSOR_PROJECT_DIR",
 )
 """The project-root variables: the first one set names the root; every hook gets them all.
 
@@ -14,7 +14,7 @@ a test checks each is here.
 """
 
 AGENT_CONFIG_VARS: tuple[str, ...] = (
-    "HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "CODEX_HOME", "INFER_HOOKS_ENABLED",
+    "HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "CODEX_HOME", "INFER_HOOKS_ENABLED", "COPILOT_HOME",
 )
 """What the dialects read to find an agent's files (``Where.environ``): the daemon is
 handed the caller's, so it reads the same files as an in-process dispatch. A test

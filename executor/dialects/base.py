@@ -37,7 +37,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from executor.core.events import EVENTS, EventSpec
-from executor.core.hooks import HOOKCAGE_FILES, FileShape, HookFile, Scope, parse_hook_file
+from executor.core.hooks import (
+    HOOKCAGE_FILES,
+    FileShape,
+    HookFile,
+    HookSpec,
+    Scope,
+    parse_hook_file,
+)
 from executor.core.protocol import (
     UNSET,
     AgentAnswer,
@@ -224,6 +231,19 @@ class Dialect:
     def hook_input(self, spec: EventSpec, payload: Mapping[str, Any]) -> HookInput:
         """What one of this agent's hooks reads for ``payload`` (the agent's own, as it sent it)."""
         return HookInput(build_stdin(spec, dict(payload), name=self.native_event(spec)))
+
+    def input_form(self, hook: HookSpec) -> str:
+        """Which form of this agent's payload ``hook`` reads: ``""`` for :meth:`hook_input`'s.
+
+        An agent whose hooks read different payloads by how they are filed (Copilot
+        CLI: a PascalCase event key gets the VS Code-compatible snake_case payload)
+        names the other forms here and builds them in :meth:`form_input`.
+        """
+        return ""
+
+    def form_input(self, spec: EventSpec, payload: Mapping[str, Any], form: str) -> HookInput:
+        """What this agent's hooks of another :meth:`input_form` read for ``payload``."""
+        return self.hook_input(spec, payload)
 
     # -- answers -------------------------------------------------------------------------
 

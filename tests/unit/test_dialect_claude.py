@@ -355,7 +355,7 @@ def test_codebuddy_needs_every_key_it_is_recognised_by(missing: str) -> None:
 
 def test_cursor_like_payload_with_generation_id_alone_is_not_codebuddy() -> None:
     assert detect_dialect({"conversation_id": "c", "generation_id": "g", "hook_event_name": "stop",
-                           "workspace_roots": ["/p"]}) is CLAUDE
+                           "workspace_roots": ["/p"]}) is DIALECTS["cursor"]  # Cursor's own
 
 
 def test_agent_option_wins_over_recognition() -> None:
