@@ -139,8 +139,8 @@ def _agent_help(dialects: Any) -> None:
             click.echo(f"{'':<12}{line}")
         for line in dialect.unsupported:
             click.echo(f"{'':<12}not supported: {line}")
-    guesses = [f"{d.name} when the payload carries {', '.join(d.recognised_by)}"
-               for d in dialects.values() if d.recognised_by]
+    guesses = [f"{d.name} when {d.recognition or 'the payload carries ' + ', '.join(d.recognised_by)}"
+               for d in dialects.values() if d.recognition or d.recognised_by]
     click.echo("Without --agent: " + "; ".join([*guesses, "else claude"]) + ".")
     click.echo("hookcage's own files (.hookcage/hooks.json, .hookcage/hooks.local.json, "
                "$HOOKCAGE_HOME/hooks.json) are read for every agent.")

@@ -150,6 +150,8 @@ class Dialect:
     shape: FileShape = HOOKCAGE_FILES
     project_dir_var: str = "CLAUDE_PROJECT_DIR"
     recognised_by: tuple[str, ...] = ()
+    recognition: str = ""
+    """How the agent is recognised without ``--agent``, for people (default: from ``recognised_by``)."""
     serial: bool = False
     json_blocks: bool = True
     decision_events: frozenset[str] = CLAUDE_DECISION_EVENTS

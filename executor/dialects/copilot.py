@@ -341,6 +341,8 @@ class CopilotDialect(Dialect):
 
     # -- payload in ----------------------------------------------------------------------
 
+    recognition = "toolArgs is a string, or the payload carries toolName and timestamp"
+
     def recognises(self, payload: Mapping[str, Any]) -> bool:
         if isinstance(payload.get("toolArgs"), str):
             return True

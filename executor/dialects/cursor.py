@@ -365,6 +365,8 @@ class CursorDialect(Dialect):
 
     # -- payload in ----------------------------------------------------------------------
 
+    recognition = "the payload carries conversation_id and workspace_roots"
+
     def recognises(self, payload: Mapping[str, Any]) -> bool:
         return isinstance(payload.get("conversation_id"), str) and isinstance(payload.get("workspace_roots"), list)
 

@@ -278,6 +278,8 @@ class GeminiDialect(Dialect):
 
     # -- payload in ----------------------------------------------------------------------
 
+    recognition = "hook_event_name is one of Gemini's own events, or a shared one with timestamp"
+
     def recognises(self, payload: Mapping[str, Any]) -> bool:
         """A Gemini event name with no Claude Code twin, or a shared one with Gemini's ``timestamp``."""
         event = payload.get("hook_event_name")

@@ -455,6 +455,8 @@ class GrokDialect(Dialect):
             return None
         return kind
 
+    recognition = "the payload is its HookContext (a lifecycle type and workingDirectory)"
+
     def recognises(self, payload: Mapping[str, Any]) -> bool:
         return self._native(payload) is not None and isinstance(payload.get("workingDirectory"), str)
 

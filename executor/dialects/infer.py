@@ -161,6 +161,8 @@ class InferDialect(Dialect):
 
     # -- payload in ----------------------------------------------------------------------
 
+    recognition = "the payload is {hook, session_id, turn} with one of its hook points"
+
     def recognises(self, payload: Mapping[str, Any]) -> bool:
         return payload.get("hook") in POINTS and set(payload) <= _PAYLOAD_KEYS
 

@@ -213,6 +213,8 @@ class OkDialect(Dialect):
 
     # -- payload in ----------------------------------------------------------------------
 
+    recognition = "the payload has ok's event (no hook_event_name) and its camelCase keys"
+
     def recognises(self, payload: Mapping[str, Any]) -> bool:
         return (payload.get("event") in EVENTS and "hook_event_name" not in payload
                 and any(k in payload for k in _PAYLOAD_KEYS))

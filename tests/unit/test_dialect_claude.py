@@ -336,8 +336,8 @@ def test_the_registry_knows_claude_and_codebuddy() -> None:
 
 
 def test_an_unknown_agent_lists_the_known_ones() -> None:
-    with pytest.raises(PayloadError, match=r"unknown agent 'gemini'; known agents: claude, codebuddy"):
-        get_dialect("gemini")
+    with pytest.raises(PayloadError, match=r"unknown agent 'nope'; known agents: claude, codebuddy"):
+        get_dialect("nope")
 
 
 def test_codebuddy_is_recognised_from_its_payload() -> None:
