@@ -32,13 +32,15 @@ in this package that defines ``DIALECT`` (found by :mod:`executor.dialects`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from executor.core.events import EVENTS, EventSpec
 from executor.core.hooks import (
     HOOKCAGE_FILES,
+    Collector,
     FileShape,
     HookFile,
     HookSpec,
@@ -273,8 +275,6 @@ class Dialect:
     def _claude_json(self, spec: EventSpec, stdout: bytes) -> bytes:
         if type(self).answer_to_claude is Dialect.answer_to_claude or not stdout.lstrip().startswith(b"{"):
             return stdout
-        import json
-
         try:
             data = json.loads(stdout)
         except (ValueError, RecursionError):
@@ -316,14 +316,7 @@ class Dialect:
         if form == "decision":
             out["decision"] = "block"
             out["reason"] = reason
-        if not verdict.continue_:
-            out["continue"] = False
-            if verdict.stop_reason:
-                out["stopReason"] = sanitize(verdict.stop_reason)
-        if verdict.suppress_output:
-            out["suppressOutput"] = True
-        if verdict.system_message:
-            out["systemMessage"] = sanitize(verdict.system_message)
+        out.update(stop_fields(verdict))
         specific: dict[str, Any] = {}
         if event.name == "PermissionRequest":
             if form == "permission_request":
@@ -366,12 +359,95 @@ class Dialect:
         return lines
 
 
+def json_object(value: Any) -> dict[str, Any]:
+    """An object given as one, or as a JSON string holding one (Copilot's ``toolArgs``, Cursor's
+    MCP ``tool_input``); ``{}`` for nothing, anything else kept as ``{"raw": value}``."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    return {} if value is None else {"raw": value}
+
+
+def stop_fields(verdict: Verdict) -> dict[str, Any]:
+    """The top-level keys Claude-Code-like answers share: ``continue``/``stopReason``,
+    ``suppressOutput``, ``systemMessage`` (sanitised)."""
+    out: dict[str, Any] = {}
+    if not verdict.continue_:
+        out["continue"] = False
+        if verdict.stop_reason:
+            out["stopReason"] = sanitize(verdict.stop_reason)
+    if verdict.suppress_output:
+        out["suppressOutput"] = True
+    if verdict.system_message:
+        out["systemMessage"] = sanitize(verdict.system_message)
+    return out
+
+
 def block_reason(event: EventSpec, verdict: Verdict) -> str:
     """Why a blocking verdict blocks, for the agent (sanitised)."""
     reason = verdict.reason if verdict.blocked else verdict.decision_reason
     if verdict.blocked and verdict.decision == "deny" and verdict.decision_reason:
         reason = _join([verdict.reason, verdict.decision_reason])
     return sanitize(reason) if reason else f"blocked by hookcage ({event.name})"
+
+
+FlatHandler = Callable[[Any, str, str, str, Collector], HookSpec | None]
+"""Validates one handler: (raw, JSON path, the agent's event name, the event it is filed under, problems)."""
+
+
+def parse_flat_file(
+    dialect: Dialect, data: Any, *, scope: Scope, source: str, handler: FlatHandler, versioned: bool = True,
+) -> HookFile:
+    """A file of the shape ``{"version": 1, "hooks": {event: [handler, ...]}}`` (Cursor, Copilot CLI).
+
+    The walk every such agent shares: the top level, ``version`` (an error
+    other than 1: the file runs nothing; missing: a warning), unknown keys,
+    event names through the dialect's :class:`FileShape`, arrays of handlers;
+    ``handler`` validates each one. Problems name the agent, the file and the key.
+    """
+    out = Collector(source, dialect.name)
+
+    def done(specs: Sequence[HookSpec] = ()) -> HookFile:
+        return HookFile(source, scope, tuple(specs), tuple(out.problems), agent=dialect.name,
+                        routes=tuple(out.routes))
+
+    if not isinstance(data, dict):
+        out.error("$", "the top level must be a JSON object")
+        return done()
+    if versioned:
+        version = data.get("version")
+        if version is None:
+            out.warn("$.version", f"missing: {dialect.title} expects \"version\": 1")
+        elif version != 1 or isinstance(version, bool):
+            out.error("$.version", f"must be 1 ({dialect.title}'s only hook file version), not {version!r}")
+            return done()
+    for key in sorted(data.keys() - {"version", "hooks", "$schema"}):
+        out.warn(f"$.{key}", "unknown key, ignored")
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        out.error("$.hooks", "must be an object mapping event names to arrays of hooks")
+        hooks = {}
+    specs: list[HookSpec] = []
+    for native, handlers in hooks.items():
+        epath = f"$.hooks.{native}"
+        event = dialect.shape.event(native)
+        if event is None:
+            out.error(epath, f"unknown event {native!r}; valid events: {dialect.shape.event_list()}")
+            continue
+        if not isinstance(handlers, list):
+            out.error(epath, "must be an array of hooks", event)
+            continue
+        for i, raw in enumerate(handlers):
+            spec = handler(raw, f"{epath}[{i}]", native, event, out)
+            if spec is not None:
+                specs.append(spec)
+    return done(specs)
 
 
 def home_path(where: Where, *parts: str, env: str | None = None) -> str:

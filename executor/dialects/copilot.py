@@ -60,7 +60,6 @@ guidance on stderr (R).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -80,6 +79,8 @@ from executor.dialects.base import (
     Where,
     block_reason,
     home_path,
+    json_object,
+    parse_flat_file,
     project_sources,
 )
 from executor.dialects.cursor import NativeEvent, as_native
@@ -153,20 +154,6 @@ def _camel(key: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _args(value: Any) -> dict[str, Any]:
-    """``toolArgs``: a JSON string holding an object (H), or an object; else ``{"raw": value}``."""
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except (ValueError, RecursionError):
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
-    return {} if value is None else {"raw": value}
-
-
 def _iso(value: Any) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
         try:
@@ -197,7 +184,7 @@ def to_snake(payload: Mapping[str, Any], pascal: str) -> dict[str, Any]:
     out: dict[str, Any] = {"hook_event_name": pascal}
     for key, value in payload.items():
         if key == "toolArgs":
-            out["tool_input"] = _args(value)
+            out["tool_input"] = json_object(value)
         elif key == "toolResult":
             out["tool_response"] = value
         elif key == "timestamp":
@@ -255,38 +242,10 @@ class CopilotDialect(Dialect):
 
     def parse(self, data: Any, *, scope: Scope, source: str, project_root: str | None,
               environ: Mapping[str, str] | None = None) -> HookFile:
-        out = Collector(source, self.name)
-        if not isinstance(data, dict):
-            out.error("$", "the top level must be a JSON object")
-            return HookFile(source, scope, problems=tuple(out.problems), agent=self.name)
-        version = data.get("version")
-        if version is None:
-            out.warn("$.version", "missing: Copilot CLI expects \"version\": 1")
-        elif version != 1 or isinstance(version, bool):
-            out.error("$.version", f"must be 1 (Copilot CLI's only hook file version), not {version!r}")
-            return HookFile(source, scope, problems=tuple(out.problems), agent=self.name)
-        for key in sorted(data.keys() - {"version", "hooks", "$schema"}):
-            out.warn(f"$.{key}", "unknown key, ignored")
-        hooks = data.get("hooks", {})
-        if not isinstance(hooks, dict):
-            out.error("$.hooks", "must be an object mapping event names to arrays of hooks")
-            hooks = {}
-        specs: list[HookSpec] = []
-        for key, handlers in hooks.items():
-            epath = f"$.hooks.{key}"
-            event = self.shape.event(key)
-            if event is None:
-                out.error(epath, f"unknown event {key!r}; valid events: {self.shape.event_list()}")
-                continue
-            if not isinstance(handlers, list):
-                out.error(epath, "must be an array of hooks", event)
-                continue
-            for i, raw in enumerate(handlers):
-                spec = self._handler(raw, f"{epath}[{i}]", event, scope, project_root, out)
-                if spec is not None:
-                    specs.append(spec)
-        return HookFile(source, scope, tuple(specs), tuple(out.problems), agent=self.name,
-                        routes=tuple(out.routes))
+        return parse_flat_file(
+            self, data, scope=scope, source=source,
+            handler=lambda raw, path, native, event, out: self._handler(raw, path, event, scope, project_root, out),
+        )
 
     def _handler(self, raw: Any, path: str, event: str, scope: Scope, root: str | None,
                  out: Collector) -> HookSpec | None:
@@ -371,7 +330,7 @@ class CopilotDialect(Dialect):
                 and isinstance(data.get("agent_name"), str):
             data["agent_type"] = data["agent_name"]
         if "tool_input" in data or "tool_name" in data:
-            data["tool_input"] = _args(data.get("tool_input"))
+            data["tool_input"] = json_object(data.get("tool_input"))
         if "tool_response" in data and isinstance(data["tool_response"], dict):
             text = data["tool_response"].get("textResultForLlm")
             if isinstance(text, str):
@@ -409,7 +368,7 @@ class CopilotDialect(Dialect):
                 if theirs in data:
                     value = data[theirs]
                     if theirs == "modifiedArgs" and isinstance(value, str):
-                        value = _args(value) if _args(value).keys() != {"raw"} else value
+                        value = json_object(value) if json_object(value).keys() != {"raw"} else value
                     specific[ours] = value
         elif spec.name == "PermissionRequest":
             if "behavior" in data:

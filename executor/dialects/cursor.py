@@ -102,6 +102,8 @@ from executor.dialects.base import (
     Where,
     block_reason,
     home_path,
+    json_object,
+    parse_flat_file,
     project_sources,
 )
 from executor.errors import PayloadError
@@ -231,22 +233,6 @@ SHAPE = FileShape(agent="cursor", event_names=EVENT_NAMES, own_events=OWN_EVENTS
 _HANDLER_KEYS = {"command", "type", "timeout", "matcher", "failClosed", "loop_limit", "prompt"}
 
 
-def _json_object(value: Any) -> dict[str, Any]:
-    """A dict given as one, or as a JSON string holding one; anything else as ``{"raw": value}``."""
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except (ValueError, RecursionError):
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
-    if value is None:
-        return {}
-    return {"raw": value}
-
-
 def _parsed(value: Any) -> Any:
     """A JSON string parsed when it holds JSON, else the value as it is."""
     if isinstance(value, str):
@@ -285,38 +271,10 @@ class CursorDialect(Dialect):
 
     def parse(self, data: Any, *, scope: Scope, source: str, project_root: str | None,
               environ: Mapping[str, str] | None = None) -> HookFile:
-        out = Collector(source, self.name)
-        if not isinstance(data, dict):
-            out.error("$", "the top level must be a JSON object")
-            return HookFile(source, scope, problems=tuple(out.problems), agent=self.name)
-        version = data.get("version")
-        if version is None:
-            out.warn("$.version", "missing: Cursor expects \"version\": 1")
-        elif version != 1 or isinstance(version, bool):
-            out.error("$.version", f"must be 1 (Cursor's only hook file version), not {version!r}")
-            return HookFile(source, scope, problems=tuple(out.problems), agent=self.name)
-        for key in sorted(data.keys() - {"version", "hooks", "$schema"}):
-            out.warn(f"$.{key}", "unknown key, ignored")
-        hooks = data.get("hooks", {})
-        if not isinstance(hooks, dict):
-            out.error("$.hooks", "must be an object mapping event names to arrays of hooks")
-            hooks = {}
-        specs: list[HookSpec] = []
-        for native, handlers in hooks.items():
-            epath = f"$.hooks.{native}"
-            event = self.shape.event(native)
-            if event is None:
-                out.error(epath, f"unknown event {native!r}; valid events: {self.shape.event_list()}")
-                continue
-            if not isinstance(handlers, list):
-                out.error(epath, "must be an array of hooks", event)
-                continue
-            for i, raw in enumerate(handlers):
-                spec = self._handler(raw, f"{epath}[{i}]", native, event, scope, project_root, out)
-                if spec is not None:
-                    specs.append(spec)
-        return HookFile(source, scope, tuple(specs), tuple(out.problems), agent=self.name,
-                        routes=tuple(out.routes))
+        return parse_flat_file(
+            self, data, scope=scope, source=source,
+            handler=lambda raw, path, native, event, out: self._handler(raw, path, native, event, scope, project_root, out),
+        )
 
     def _handler(self, raw: Any, path: str, native: str, event: str, scope: Scope, root: str | None,
                  out: Collector) -> HookSpec | None:
@@ -410,7 +368,7 @@ class CursorDialect(Dialect):
                 data["tool_response"] = {"stdout": payload.get("output")}
         elif native in ("beforeMCPExecution", "afterMCPExecution"):
             data["tool_name"] = f"MCP:{tool}" if isinstance(tool, str) else "MCP"
-            data["tool_input"] = _json_object(payload.get("tool_input"))
+            data["tool_input"] = json_object(payload.get("tool_input"))
             if native == "afterMCPExecution":
                 data["tool_response"] = _parsed(payload.get("result_json"))
         elif native == "beforeReadFile":
@@ -424,7 +382,7 @@ class CursorDialect(Dialect):
             if not isinstance(tool, str):
                 raise PayloadError(f"Cursor {native} payload field 'tool_name' must be a string")
             data["tool_name"] = canonical_tool(tool)
-            data["tool_input"] = _json_object(payload.get("tool_input"))
+            data["tool_input"] = json_object(payload.get("tool_input"))
             if native == "postToolUse":
                 data["tool_response"] = _parsed(payload.get("tool_output"))
             if native == "postToolUseFailure" and "error_message" in payload:

@@ -91,6 +91,7 @@ from executor.dialects.base import (
     block_reason,
     home_path,
     project_sources,
+    stop_fields,
 )
 
 SYSTEM_DIR = "/etc/gemini-cli"
@@ -388,14 +389,7 @@ class GeminiDialect(Dialect):
             out["decision"] = "ask"
             if verdict.decision_reason:
                 out["reason"] = sanitize(verdict.decision_reason)
-        if not verdict.continue_:
-            out["continue"] = False
-            if verdict.stop_reason:
-                out["stopReason"] = sanitize(verdict.stop_reason)
-        if verdict.suppress_output:
-            out["suppressOutput"] = True
-        if verdict.system_message:
-            out["systemMessage"] = sanitize(verdict.system_message)
+        out.update(stop_fields(verdict))
         specific: dict[str, Any] = {}
         if verdict.additional_context:
             specific["additionalContext"] = sanitize(verdict.additional_context)
