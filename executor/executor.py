@@ -160,10 +160,27 @@ def _dialect_of(hook: HookSpec) -> Dialect:
     return DIALECTS.get(hook.agent, DEFAULT_DIALECT)
 
 
-def _input_of(hook: HookSpec, inputs: Mapping[str, Any]) -> Any:
-    """What ``hook`` reads on stdin: its agent's payload, in the form it was filed for."""
-    form = _dialect_of(hook).input_form(hook) if hook.agent else ""
-    return inputs[f"{hook.agent}/{form}"] if form else inputs[hook.agent]
+class _HookInputs:
+    """What each hook of one event reads, built once per form: hookcage's own hooks the
+    canonical payload, the calling agent's hooks its payload as it sent it (in the form
+    each was filed for: :meth:`Dialect.input_form`)."""
+
+    def __init__(self, spec: EventSpec, dialect: Dialect, canonical: Mapping[str, Any],
+                 native: Mapping[str, Any]) -> None:
+        self.spec, self.dialect, self.canonical, self.native = spec, dialect, canonical, native
+        self._built: dict[tuple[str, str], HookInput] = {}
+
+    def of(self, hook: HookSpec) -> HookInput:
+        form = self.dialect.input_form(hook) if hook.agent else ""
+        key = (hook.agent, form)
+        if key not in self._built:
+            if not hook.agent:
+                self._built[key] = DEFAULT_DIALECT.hook_input(self.spec, self.canonical)
+            elif form:
+                self._built[key] = self.dialect.form_input(self.spec, self.native, form)
+            else:
+                self._built[key] = self.dialect.hook_input(self.spec, self.native)
+        return self._built[key]
 
 
 def _untrusted_note(details: Sequence[str], root: Path) -> str:
@@ -291,15 +308,11 @@ class HookExecutor:
         root = self.root_for(payload)
         hookset = self.load(root, [dialect])
         session = str(payload.get("session_id") or "")
-        inputs = {"": DEFAULT_DIALECT.hook_input(spec, payload),
-                  dialect.name: dialect.hook_input(spec, raw if raw is not None else payload)}
+        reads = _HookInputs(spec, dialect, payload, raw if raw is not None else payload)
         # select
         matching = [h for h in hookset.for_event(spec.name) if selects(spec, h, payload)]
-        for form in {dialect.input_form(h) for h in matching if h.agent == dialect.name} - {""}:
-            # hooks of this agent filed so that they read another form of its payload
-            inputs[f"{dialect.name}/{form}"] = dialect.form_input(spec, raw if raw is not None else payload, form)
         # gate
-        runs, background, considered, notes = self._gate_all(spec, hookset, matching, root, session, payload, inputs)
+        runs, background, considered, notes = self._gate_all(spec, hookset, matching, root, session, payload, reads)
         # run
         try:
             self._run_all(spec, runs, serial=dialect.serial)
@@ -321,7 +334,7 @@ class HookExecutor:
 
     def _gate_all(
         self, spec: EventSpec, hookset: HookSet, matching: Sequence[HookSpec], root: Path, session: str,
-        payload: Mapping[str, Any], inputs: Mapping[str, Any],
+        payload: Mapping[str, Any], reads: _HookInputs,
     ) -> tuple[list[_Run], list[_Run], list[dict[str, Any] | _Run], list[str]]:
         """Every gate for every matching hook: the runs to start now, those in the background,
         every hook considered (config order, for the log) and hookcage's notes for the user."""
@@ -349,7 +362,7 @@ class HookExecutor:
                     untrusted.append(gate.skip.detail)
                 considered.append(self._record(spec, session, hook, skip=gate.skip))
                 continue
-            run = _Run(hook, self._request(hook, payload, root, _input_of(hook, inputs), session, gate.files, gate.deps),
+            run = _Run(hook, self._request(hook, payload, root, reads.of(hook), session, gate.files, gate.deps),
                        outcome=gate.outcome)
             if hook.is_async:
                 background.append(run)
