@@ -6,10 +6,10 @@ Rendering rules from Claude Code's hooks reference (code.claude.com/docs/en/hook
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from answers import js, parse, specific, strict_json
 
 from executor.core.events import EVENTS, get_event
 from executor.core.protocol import (
@@ -17,7 +17,6 @@ from executor.core.protocol import (
     HookOutcome,
     Verdict,
     fold,
-    parse_outcome,
 )
 from executor.dialects import DIALECTS, detect_dialect, get_dialect, resolve_dialect
 from executor.dialects.base import CLAUDE_DECISION_EVENTS, Dialect
@@ -43,29 +42,6 @@ PROMPT = get_event("UserPromptSubmit")
 
 def render(spec: Any, verdict: Verdict, dialect: Dialect = CLAUDE) -> AgentAnswer:
     return dialect.render(spec, verdict)
-
-
-def parse(
-    event: str, stdout: bytes = b"", *, code: int | None = 0, stderr: bytes = b"", hook: str = "h"
-) -> HookOutcome:
-    return parse_outcome(get_event(event), hook, code, stdout, stderr)
-
-
-def js(value: Any) -> bytes:
-    return json.dumps(value).encode()
-
-
-def specific(event: str, **fields: Any) -> bytes:
-    return js({"hookSpecificOutput": {"hookEventName": event, **fields}})
-
-
-def strict_json(text: str) -> Any:
-    """Parse like a strict agent would: no NaN, no Infinity."""
-
-    def refuse(name: str) -> Any:
-        raise ValueError(name)
-
-    return json.loads(text, parse_constant=refuse)
 
 
 # -- render -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from answers import js, parse, specific
 
 from executor.core.events import get_event
 from executor.core.protocol import (
@@ -30,29 +31,6 @@ STOP = get_event("Stop")
 PROMPT = get_event("UserPromptSubmit")
 START = get_event("SessionStart")
 NOTIFY = get_event("Notification")
-
-
-def parse(
-    event: str, stdout: bytes = b"", *, code: int | None = 0, stderr: bytes = b"", hook: str = "h"
-) -> HookOutcome:
-    return parse_outcome(get_event(event), hook, code, stdout, stderr)
-
-
-def js(value: Any) -> bytes:
-    return json.dumps(value).encode()
-
-
-def specific(event: str, **fields: Any) -> bytes:
-    return js({"hookSpecificOutput": {"hookEventName": event, **fields}})
-
-
-def strict_json(text: str) -> Any:
-    """Parse like a strict agent would: no NaN, no Infinity."""
-
-    def refuse(name: str) -> Any:
-        raise ValueError(name)
-
-    return json.loads(text, parse_constant=refuse)
 
 
 # -- exit 0 ---------------------------------------------------------------------------
