@@ -48,7 +48,7 @@ from executor.core.deps import cache_key, find_needs
 from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.events import EventSpec, check_payload, get_event
 from executor.core.hooks import DOCKER_SOCKETS, HookSpec, dedupe
-from executor.core.policy import HookSet, Skip, selects
+from executor.core.policy import HookSet, Skip
 from executor.core.protocol import (
     HookOutcome,
     Verdict,
@@ -58,7 +58,7 @@ from executor.core.protocol import (
     restrict,
 )
 from executor.core.text import redact
-from executor.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
+from executor.dialects import DEFAULT_DIALECT, DIALECTS, Dialect, selects
 from executor.dialects.base import HookInput
 from executor.errors import HookcageError, SandboxError, TrustStoreError
 from executor.gates.allowlist import AllowCheck, AllowList, check_command, literal_words

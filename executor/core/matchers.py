@@ -14,7 +14,9 @@ The rules (Claude Code's, extended with tool-name aliases across agents):
 
 Tool events match ``tool_name``; the name and every alias of it (``Bash``,
 ``execute_command``, ``run_shell_command``, ...) are tried, so a hook written
-for one agent fires for the same tool in another.
+for one agent fires for the same tool in another. The aliases are each
+agent's own knowledge (``Dialect.tool_names``): they are handed in
+(:data:`Aliases`), never kept here.
 
 Two events read their matcher differently (:attr:`EventSpec.matcher_style
 <executor.core.events.EventSpec.matcher_style>`), as Claude Code's hooks
@@ -40,7 +42,7 @@ the event's own rule when it differs.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -48,36 +50,24 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec, MatcherStyle
 
-# Each group is one tool as different agents name it; the first is canonical.
-TOOL_ALIASES: tuple[tuple[str, ...], ...] = (
-    ("Bash", "execute_command", "run_shell_command", "shell", "Shell", "run_terminal_cmd",
-     "exec_command"),
-    ("Read", "read_file", "view", "ReadFile"),
-    ("Write", "write_file", "write_to_file", "create_file", "WriteFile"),
-    ("Edit", "replace", "edit_file", "replace_in_file", "str_replace", "apply_patch"),
-    ("MultiEdit", "multi_edit"),
-    ("Glob", "glob", "file_search", "find_files"),
-    ("Grep", "search_file_content", "grep_search", "search_files", "grep"),
-    ("LS", "list_directory", "list_dir", "list_files"),
-    ("WebFetch", "web_fetch", "fetch"),
-    ("WebSearch", "google_web_search", "web_search"),
-    ("TodoWrite", "write_todos", "todo_write"),
-    ("Task", "Agent", "delegate_task"),
-    ("NotebookEdit", "edit_notebook"),
-)
+Aliases = Callable[[str], tuple[str, ...]]
+"""A tool name -> the name and every other agent's name for the same tool (canonical first).
 
-_ALIAS_GROUP: Mapping[str, tuple[str, ...]] = {
-    name: group for group in TOOL_ALIASES for name in group
-}
+The table is built from each agent's dialect (``Dialect.tool_names``, see
+:func:`executor.dialects.tool_aliases`) and handed in where hooks are matched;
+without it a tool name matches only itself.
+"""
+
+
+def _itself(name: str) -> tuple[str, ...]:
+    return (name,)
+
 
 _SIMPLE = re.compile(r"[A-Za-z0-9_\- ,|]*")
 _NARROW = re.compile(r"[A-Za-z0-9_|]*")
 _PATH_SEPARATORS = re.compile(r"[/\\]")
 
 
-def tool_names(name: str) -> tuple[str, ...]:
-    """The name and all its aliases across agents (just the name when it has none)."""
-    return _ALIAS_GROUP.get(name, (name,))
 
 
 @dataclass(frozen=True)
@@ -106,12 +96,13 @@ class Matcher:
         """True for ``None``, ``""`` and ``"*"``."""
         return self.names is None and self.pattern is None and self.error is None
 
-    def matches(self, value: str | None, *, tool: bool = False) -> bool:
+    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = _itself) -> bool:
         """Test one payload value (``None`` when the field is absent).
 
         Args:
             value: the payload field the event matches on.
-            tool: the value is a tool name, so aliases count.
+            tool: the value is a tool name, so its ``aliases`` count.
+            aliases: every agent's names for a tool (:data:`Aliases`).
         """
         if self.error is not None:
             return False
@@ -121,7 +112,7 @@ class Matcher:
             return False
         if value in self.literals:
             return True
-        candidates = tool_names(value) if tool else (value,)
+        candidates = aliases(value) if tool else (value,)
         if self.names is not None:
             return any(c in self.names for c in candidates)
         assert self.pattern is not None
@@ -163,8 +154,10 @@ def basename(path: str) -> str:
     return parts[-1] if parts else path
 
 
-def event_matches(event: EventSpec, matcher: Matcher, payload: Mapping[str, Any]) -> bool:
-    """Does ``matcher`` select this payload for ``event``?
+def event_matches(
+    event: EventSpec, matcher: Matcher, payload: Mapping[str, Any], aliases: Aliases = _itself
+) -> bool:
+    """Does ``matcher`` select this payload for ``event``? (``aliases``: every agent's names for a tool)
 
     Events without a matcher field ignore the matcher (even an invalid one
     does not stop them: Claude Code ignores it there too). A matcher
@@ -181,4 +174,4 @@ def event_matches(event: EventSpec, matcher: Matcher, payload: Mapping[str, Any]
         return matcher.matches(None)
     if event.matcher_style == "filenames":
         value = basename(value)
-    return matcher.matches(value, tool=event.matcher_field == "tool_name")
+    return matcher.matches(value, tool=event.matcher_field == "tool_name", aliases=aliases)

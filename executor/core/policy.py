@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from executor.core.events import EventSpec
 from executor.core.hooks import HookFile, HookSpec, Problem, Scope
-from executor.core.matchers import event_matches
+from executor.core.matchers import Aliases, event_matches
 
 SkipReason = Literal["invalid", "disabled", "unsupported_type", "untrusted", "not_allowlisted"]
 
@@ -106,9 +106,11 @@ def _field(payload: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def selects(event: EventSpec, hook: HookSpec, payload: Mapping[str, Any]) -> bool:
-    """Does ``hook`` fire for this payload: its matcher, and every further field it matches on."""
-    if not event_matches(event, hook.matcher, payload):
+def selects(event: EventSpec, hook: HookSpec, payload: Mapping[str, Any], aliases: Aliases | None = None) -> bool:
+    """Does ``hook`` fire for this payload: its matcher (tool names with every agent's
+    ``aliases``), and every further field it matches on."""
+    if not (event_matches(event, hook.matcher, payload, aliases) if aliases else
+            event_matches(event, hook.matcher, payload)):
         return False
     for path, matcher in hook.selectors:
         value = _field(payload, path)

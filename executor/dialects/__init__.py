@@ -12,6 +12,9 @@ import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
+from executor.core import policy
+from executor.core.events import EventSpec
+from executor.core.hooks import HookSpec
 from executor.dialects.base import Dialect
 from executor.errors import PayloadError
 
@@ -33,6 +36,38 @@ def _discover() -> dict[str, Dialect]:
 DIALECTS: Mapping[str, Dialect] = _discover()
 """The agents ``--agent`` knows, by name (Claude Code first)."""
 DEFAULT_DIALECT: Dialect = DIALECTS["claude"]
+
+
+def _alias_groups() -> dict[str, tuple[str, ...]]:
+    natives: dict[str, list[str]] = {}
+    for dialect in DIALECTS.values():
+        for native, canonical in dialect.tool_names.items():
+            natives.setdefault(canonical, [])
+            if native not in natives[canonical] and native != canonical:
+                natives[canonical].append(native)
+    groups = {canonical: (canonical, *names) for canonical, names in natives.items()}
+    return {name: group for group in groups.values() for name in group}
+
+
+_ALIAS_GROUPS = _alias_groups()
+
+
+def tool_aliases(name: str) -> tuple[str, ...]:
+    """A tool name and every agent's name for the same tool, Claude Code's first
+    (``execute_command`` -> ``("Bash", "execute_command", "run_shell_command", ...)``);
+    just the name when no agent knows it. Built from each dialect's ``tool_names``."""
+    return _ALIAS_GROUPS.get(name, (name,))
+
+
+def selects(event: EventSpec, hook: HookSpec, payload: Mapping[str, Any]) -> bool:
+    """Does ``hook`` fire for this (canonical) payload, tool names meeting across every agent's
+    (:func:`executor.core.policy.selects` with :func:`tool_aliases`)."""
+    return policy.selects(event, hook, payload, tool_aliases)
+
+
+def canonical_tool(name: str) -> str:
+    """Claude Code's name for a tool any agent names ``name`` (the name itself when none)."""
+    return tool_aliases(name)[0]
 
 
 def agent_names() -> str:
@@ -67,5 +102,5 @@ def resolve_dialect(agent: str | None, payload: Mapping[str, Any]) -> Dialect:
     return get_dialect(agent) if agent is not None else detect_dialect(payload)
 
 
-__all__ = ["DEFAULT_DIALECT", "DIALECTS", "Dialect", "agent_names", "detect_dialect", "get_dialect",
-           "resolve_dialect"]
+__all__ = ["DEFAULT_DIALECT", "DIALECTS", "Dialect", "agent_names", "canonical_tool", "detect_dialect",
+           "get_dialect", "resolve_dialect", "selects", "tool_aliases"]

@@ -12,8 +12,9 @@ its own answer. A dialect says, for one agent:
 3. **its events and tools**: native event names map to the canonical catalog
    (:mod:`executor.core.events`) where a twin exists; an event with no twin is
    carried under its own name (``FileShape.own_events``) and matched only by
-   that agent's hooks; tool names meet across agents through
-   :data:`executor.core.matchers.TOOL_ALIASES`;
+   that agent's hooks; its tool names map to Claude Code's
+   (``Dialect.tool_names``), so matchers meet across agents
+   (:func:`executor.dialects.tool_aliases`);
 4. **payload in**: :meth:`Dialect.resolve_event` and
    :meth:`Dialect.canonical_payload` turn the agent's stdin into the canonical
    (Claude Code) payload the gates, matchers and hookcage's own hooks see;
@@ -151,6 +152,13 @@ class Dialect:
     title: str = "Claude Code"
     shape: FileShape = HOOKCAGE_FILES
     project_dir_var: str = "CLAUDE_PROJECT_DIR"
+    tool_names: Mapping[str, str] = {}
+    """The agent's tool names -> Claude Code's (``run_shell_command`` -> ``Bash``), as
+    matchers tested against Claude Code's names may spell them: they join the aliases
+    every matcher is tested with (:func:`executor.dialects.tool_aliases`). An agent
+    whose hooks' matchers are tested against its own names instead (Copilot CLI's
+    ``bash``, ok's, jcode's) maps its payloads itself and adds none: Claude Code's
+    matchers are case-sensitive, and ``bash`` is not ``Bash`` there."""
     recognised_by: tuple[str, ...] = ()
     recognition: str = ""
     """How the agent is recognised without ``--agent``, for people (default: from ``recognised_by``)."""

@@ -13,6 +13,8 @@ Claude Code's through the tool aliases.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from executor.core.hooks import FileShape
 from executor.dialects.claude import ClaudeDialect
 
@@ -28,6 +30,9 @@ class CodeBuddyDialect(ClaudeDialect):
     managed_dir = None
     project_dir_var = "CODEBUDDY_PROJECT_DIR"
     input_key = "modifiedInput"
+    # Its IDE plugin's tools (AGENTS.md; the CLI itself uses Claude Code's names).
+    tool_names: Mapping[str, str] = {"execute_command": "Bash", "read_file": "Read", "write_to_file": "Write",
+                  "replace_in_file": "Edit", "search_files": "Grep", "list_files": "LS"}
     # CodeBuddy Code 2.163 adds these to every payload ({"client": "CLI", "version": "2.163.0",
     # "generation_id": "...", "model": "..."}); Claude Code sends none of them (only
     # SessionStart's model), Cursor's generation_id comes without client and version.

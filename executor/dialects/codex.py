@@ -64,7 +64,7 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
-from executor.core.matchers import Matcher
+from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
@@ -124,8 +124,8 @@ _NO_SUPPRESS = frozenset({"PreToolUse", "PermissionRequest", "PostToolUse"})
 class CodexMatcher(Matcher):
     """A Codex matcher: also tested against Codex's own aliases of a tool (``apply_patch``: Edit, Write)."""
 
-    def matches(self, value: str | None, *, tool: bool = False) -> bool:
-        if super().matches(value, tool=tool):
+    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = _itself) -> bool:
+        if super().matches(value, tool=tool, aliases=aliases):
             return True
         if not tool or value is None or self.error is not None:
             return False
@@ -193,6 +193,7 @@ class CodexDialect(Dialect):
     """Codex (openai/codex)."""
 
     name = "codex"
+    tool_names: Mapping[str, str] = {"shell": "Bash", "exec_command": "Bash", "apply_patch": "Edit"}  # older and newer shell tools
     title = "Codex"
     shape = FileShape(
         agent="codex", event_names={e: e for e in CODEX_EVENTS}, own_events=OWN_EVENTS,

@@ -92,7 +92,7 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
-from executor.core.matchers import Matcher, tool_names
+from executor.core.matchers import Matcher
 from executor.core.protocol import UNSET, AgentAnswer, HookOutcome, SandboxFacts, Verdict, _dumps
 from executor.core.text import one_line, sanitize
 from executor.dialects.base import (
@@ -181,13 +181,17 @@ CONTEXT_EVENTS = frozenset({"sessionStart", "postToolUse"})
 
 FOLLOWUP_EVENTS = frozenset({"stop", "subagentStop"})
 
-# Cursor's tool types (C1's matcher list) -> canonical tool names (the first of their alias group).
-TOOL_TYPES: Mapping[str, str] = {"Shell": "Bash", "Delete": "Delete"}
+# Cursor's tool types (C1's matcher list) and its agent's tool names -> Claude Code's.
+TOOL_NAMES: Mapping[str, str] = {
+    "Shell": "Bash", "run_terminal_cmd": "Bash", "read_file": "Read", "edit_file": "Edit",
+    "search_replace": "Edit", "file_search": "Glob", "grep_search": "Grep", "list_dir": "LS",
+    "web_search": "WebSearch", "todo_write": "TodoWrite", "edit_notebook": "NotebookEdit",
+}
 
 
 def canonical_tool(name: str) -> str:
-    """Cursor's tool type in Claude Code's name (``Shell`` -> ``Bash``; ``MCP:x`` kept)."""
-    return TOOL_TYPES.get(name) or tool_names(name)[0]
+    """Cursor's tool type in Claude Code's name (``Shell`` -> ``Bash``; ``MCP:x`` and ``Delete`` kept)."""
+    return TOOL_NAMES.get(name, name)
 
 
 def _match_value(native: str, payload: Mapping[str, Any]) -> str | None:
@@ -247,6 +251,7 @@ class CursorDialect(Dialect):
     """Cursor (IDE and CLI agent)."""
 
     name = "cursor"
+    tool_names = TOOL_NAMES
     title = "Cursor"
     shape = SHAPE
     project_dir_var = "CURSOR_PROJECT_DIR"

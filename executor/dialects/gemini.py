@@ -73,7 +73,7 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import FileShape, HookFile, Problem, Scope, parse_hook_file
-from executor.core.matchers import Matcher, tool_names
+from executor.core.matchers import Matcher
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
@@ -196,6 +196,11 @@ class GeminiDialect(Dialect):
     """Gemini CLI (google-gemini/gemini-cli)."""
 
     name = "gemini"
+    tool_names: Mapping[str, str] = {
+        "run_shell_command": "Bash", "read_file": "Read", "write_file": "Write", "replace": "Edit",
+        "glob": "Glob", "grep_search": "Grep", "search_file_content": "Grep", "list_directory": "LS",
+        "web_fetch": "WebFetch", "google_web_search": "WebSearch", "write_todos": "TodoWrite",
+    }  # tools/definitions/base-declarations.ts (search_file_content: its older name)
     title = "Gemini CLI"
     shape = FileShape(
         agent="gemini", event_names=EVENT_NAMES, own_events=OWN_EVENTS, timeout_scale=0.001,
@@ -294,7 +299,7 @@ class GeminiDialect(Dialect):
         data = super().canonical_payload(spec, payload)
         tool = data.get("tool_name")
         if isinstance(tool, str) and tool in BUILTIN_TOOLS:
-            data["tool_name"] = tool_names(tool)[0]
+            data["tool_name"] = self.tool_names.get(tool, tool)
         if spec.name == "Stop" and "last_assistant_message" not in data and isinstance(
                 data.get("prompt_response"), str):
             data["last_assistant_message"] = data["prompt_response"]

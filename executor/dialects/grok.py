@@ -98,7 +98,7 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
-from executor.core.matchers import Matcher, compile_matcher
+from executor.core.matchers import Aliases, Matcher, _itself, compile_matcher
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
@@ -192,8 +192,8 @@ GIT_COMMIT = (r"(?:^|[;&|(){}`'\"\n])\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:\S*
 class UnlessAbsent(Matcher):
     """A selector the agent skips when the event has no such field (``if (hook.filePatterns && context.file)``)."""
 
-    def matches(self, value: str | None, *, tool: bool = False) -> bool:
-        return not value or super().matches(value, tool=tool)
+    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = _itself) -> bool:
+        return not value or super().matches(value, tool=tool, aliases=aliases)
 
 
 def _literal(text: str) -> str:

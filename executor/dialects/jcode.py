@@ -53,7 +53,7 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import FileShape, HookFile, Problem, Scope, parse_hook_file
-from executor.core.matchers import Matcher
+from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
     UNSET,
     AgentAnswer,
@@ -121,7 +121,7 @@ class JcodeMatcher(Matcher):
     def matches_all(self) -> bool:
         return self.names is None and not self.patterns and not self.bad and self.error is None
 
-    def matches(self, value: str | None, *, tool: bool = False) -> bool:
+    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = _itself) -> bool:
         if self.matches_all:
             return True
         candidates = jcode_tool_names(value if tool else None)

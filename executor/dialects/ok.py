@@ -51,7 +51,7 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
-from executor.core.matchers import Matcher
+from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
@@ -94,7 +94,7 @@ _HOOKCAGE_KEYS = frozenset({"sandbox", "env", "capabilities", "on_error", "async
 class OkMatcher(Matcher):
     """ok's ``match``: ``pattern`` is ``^(?:match)$``, tested against ok's own name of the tool."""
 
-    def matches(self, value: str | None, *, tool: bool = False) -> bool:
+    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = _itself) -> bool:
         if self.error is not None:
             return False
         if self.matches_all or not tool:

@@ -16,9 +16,8 @@ import pytest
 
 from executor.core.events import get_event
 from executor.core.hooks import Scope
-from executor.core.policy import selects
 from executor.core.protocol import HookOutcome, Verdict, fold, restrict
-from executor.dialects import detect_dialect
+from executor.dialects import detect_dialect, selects
 from executor.dialects.base import Where
 from executor.dialects.codex import DIALECT as CODEX
 from executor.dialects.codex import invalid_answer

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from executor.core.hooks import Scope
-from executor.core.policy import selects
 from executor.core.protocol import HookOutcome, Verdict, fold, restrict
-from executor.dialects import detect_dialect
+from executor.dialects import detect_dialect, selects
 from executor.dialects.base import Where
 from executor.dialects.copilot import DIALECT as COPILOT
 from executor.dialects.cursor import NativeEvent

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 from executor.core.hooks import Scope
-from executor.core.policy import selects
 from executor.core.protocol import AgentAnswer, HookOutcome, Verdict, fold, restrict
-from executor.dialects import DIALECTS, detect_dialect
+from executor.dialects import DIALECTS, detect_dialect, selects
 from executor.dialects.base import Where
 from executor.dialects.cursor import DIALECT as CURSOR
 from executor.dialects.cursor import NativeEvent

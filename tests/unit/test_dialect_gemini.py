@@ -167,7 +167,7 @@ def test_bad_shapes_never_raise() -> None:
 
 
 def fires(matcher: str | None, event: str, **payload: Any) -> bool:
-    from executor.core.policy import selects
+    from executor.dialects import selects
 
     (hook,) = parse({"hooks": {event: [group(matcher)]}}).hooks
     spec = GEMINI.event_spec(event)

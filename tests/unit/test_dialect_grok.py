@@ -17,9 +17,8 @@ import pytest
 
 from executor.core.events import get_event
 from executor.core.hooks import HookFile, Scope
-from executor.core.policy import selects
 from executor.core.protocol import AgentAnswer, HookOutcome, Verdict, apply_on_error, fold, restrict
-from executor.dialects import detect_dialect, get_dialect
+from executor.dialects import detect_dialect, get_dialect, selects
 from executor.dialects.base import Where
 from executor.dialects.grok import BUILTIN_HOOKS, LIFECYCLE, rewrite_placeholders, script_command
 from executor.dialects.grok import DIALECT as GROK

@@ -14,9 +14,8 @@ import pytest
 
 from executor.core.events import get_event
 from executor.core.hooks import HookFile, Scope
-from executor.core.policy import selects
 from executor.core.protocol import UNSET, Verdict, restrict
-from executor.dialects import DIALECTS, detect_dialect
+from executor.dialects import DIALECTS, detect_dialect, selects
 from executor.dialects.base import Where
 from executor.dialects.jcode import DIALECT as JCODE
 from executor.dialects.jcode import compile_jcode_matcher

@@ -15,9 +15,8 @@ import pytest
 
 from executor.core.events import get_event
 from executor.core.hooks import HookFile, Scope
-from executor.core.policy import selects
 from executor.core.protocol import Verdict
-from executor.dialects import detect_dialect
+from executor.dialects import detect_dialect, selects
 from executor.dialects.base import Where
 from executor.dialects.ok import DIALECT as OK
 from executor.executor import HookExecutor

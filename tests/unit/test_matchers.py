@@ -11,13 +11,14 @@ from hypothesis import strategies as st
 
 from executor.core.events import get_event
 from executor.core.hooks import Scope, parse_hook_file
-from executor.core.matchers import compile_matcher, event_matches, tool_names
+from executor.core.matchers import compile_matcher, event_matches
+from executor.dialects import DIALECTS, tool_aliases
 
 
 def fires(matcher: str | None, tool_name: str, event: str = "PreToolUse") -> bool:
     """Does ``matcher`` select a tool event for ``tool_name``?"""
     payload = {"tool_name": tool_name, "tool_input": {}}
-    return event_matches(get_event(event), compile_matcher(matcher), payload)
+    return event_matches(get_event(event), compile_matcher(matcher), payload, tool_aliases)
 
 
 @pytest.mark.parametrize("matcher", [None, "", "*", " ", " * "])
@@ -33,7 +34,7 @@ def test_match_all_matchers(matcher: str | None, tool: str) -> None:
         # exact names
         ("Bash", "Bash", True),
         ("Write", "Write", True),
-        ("Write", "WriteFile", True),  # an alias of Write, not a prefix match
+        ("Write", "write_file", True),  # an alias of Write (Gemini CLI's), not a prefix match
         ("Edit", "MultiEdit", False),
         ("Bash", "BashOutput", False),
         ("Notebook", "NotebookEdit", False),  # plain names are exact, never substrings
@@ -108,10 +109,20 @@ def test_aliases_do_not_leak_across_tools() -> None:
     assert not fires("^Read$", "Write")
 
 
-def test_tool_names_lists_the_name_and_its_aliases() -> None:
-    assert tool_names("Bash")[0] == "Bash"
-    assert "run_shell_command" in tool_names("execute_command")
-    assert tool_names("mcp__x__y") == ("mcp__x__y",)
+def test_tool_aliases_list_the_name_and_its_aliases() -> None:
+    assert tool_aliases("Bash")[0] == "Bash"
+    assert "run_shell_command" in tool_aliases("execute_command")
+    assert tool_aliases("mcp__x__y") == ("mcp__x__y",)
+
+
+def test_the_aliases_come_from_the_agents_own_dialects() -> None:
+    # Each agent's tool names are its dialect's (adding an agent is one file): the table is
+    # their union, canonical (Claude Code's) name first; core matching knows none of them.
+    for dialect in DIALECTS.values():
+        for native, canonical in dialect.tool_names.items():
+            assert tool_aliases(native)[0] == canonical and native in tool_aliases(canonical), dialect.name
+    assert not event_matches(get_event("PreToolUse"), compile_matcher("Bash"),
+                             {"tool_name": "run_shell_command", "tool_input": {}})  # nothing handed in
 
 
 def test_aliases_are_case_sensitive_too() -> None:
