@@ -51,6 +51,7 @@ from executor.core.hooks import DOCKER_SOCKETS, HookSpec, dedupe
 from executor.core.policy import HookSet, Skip
 from executor.core.protocol import (
     HookOutcome,
+    HookRun,
     Verdict,
     apply_on_error,
     error_outcome,
@@ -676,12 +677,12 @@ class HookExecutor:
                                                     settings=self.settings, environ=self._environ)
             run.result = sandbox.run(run.request)
             r = run.result
-            outcome = _dialect_of(hook).parse_answer(
-                spec, hook.label, r.exit_code, r.stdout, r.stderr,
+            outcome = _dialect_of(hook).parse_answer(spec, HookRun(
+                hook.label, r.exit_code, r.stdout, r.stderr,
                 timed_out=r.timed_out, oom_killed=r.oom_killed, timeout=hook.timeout, hook_id=hook.id,
                 sandbox=hook.sandbox, image=hook.sandbox.image or self.settings.image,
                 project_dir=run.request.project_dir,
-            )
+            ))
         except HookcageError as exc:
             outcome = error_outcome(hook.label, str(exc), hook_id=hook.id)
         except Exception as exc:  # a bug anywhere in a run must not cost the verdict

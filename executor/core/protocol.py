@@ -197,6 +197,46 @@ class SandboxFacts(Protocol):
     def network(self) -> str: ...
 
 
+_KEEP: Any = object()
+
+
+@dataclass(frozen=True)
+class HookRun:
+    """One hook's run, as its answer is read: what it printed and how it ended.
+
+    What a dialect's ``parse_answer`` reads (:mod:`executor.dialects.base`);
+    :meth:`outcome` is :func:`parse_outcome` of it, any of the exit code,
+    stdout and stderr replaced (a dialect that reads them its own way).
+    """
+
+    hook: str
+    exit_code: int | None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+    oom_killed: bool = False
+    timeout: float | None = None
+    hook_id: str = ""
+    sandbox: SandboxFacts | None = None
+    image: str | None = None
+    project_dir: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """It exited by itself (not killed at its timeout or memory limit)."""
+        return not (self.timed_out or self.oom_killed) and self.exit_code is not None
+
+    def outcome(self, event: EventSpec, *, exit_code: int | None = _KEEP, stdout: bytes = _KEEP,
+                stderr: bytes = _KEEP) -> HookOutcome:
+        """Claude Code's reading of this run (:func:`parse_outcome`), with the values given replaced."""
+        return parse_outcome(
+            event, self.hook, self.exit_code if exit_code is _KEEP else exit_code,
+            self.stdout if stdout is _KEEP else stdout, self.stderr if stderr is _KEEP else stderr,
+            timed_out=self.timed_out, oom_killed=self.oom_killed, timeout=self.timeout,
+            hook_id=self.hook_id, sandbox=self.sandbox, image=self.image, project_dir=self.project_dir,
+        )
+
+
 def parse_outcome(
     event: EventSpec,
     hook: str,

@@ -52,12 +52,11 @@ from executor.core.protocol import (
     UNSET,
     AgentAnswer,
     HookOutcome,
-    SandboxFacts,
+    HookRun,
     Verdict,
     _dumps,
     _join,
     build_stdin,
-    parse_outcome,
     worktree_answer,
 )
 from executor.core.text import sanitize
@@ -263,22 +262,18 @@ class Dialect:
         """One of this agent's hooks' JSON answers, in Claude Code's keys (identity by default)."""
         return data
 
-    def parse_answer(
-        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
-        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
-        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
-        project_dir: str | None = None,
-    ) -> HookOutcome:
-        """One of this agent's hooks' exit code and output -> the canonical outcome.
+    def parse_answer(self, spec: EventSpec, run: HookRun) -> HookOutcome:
+        """One of this agent's hooks' run (exit code, output, how it ended) -> the canonical outcome.
 
         By default Claude Code's rules (:func:`executor.core.protocol.parse_outcome`)
         after :meth:`answer_to_claude` renamed the JSON answer's keys.
         """
-        return parse_outcome(
-            spec, hook, exit_code, self._claude_json(spec, stdout), stderr,
-            timed_out=timed_out, oom_killed=oom_killed, timeout=timeout, hook_id=hook_id,
-            sandbox=sandbox, image=image, project_dir=project_dir,
-        )
+        return run.outcome(spec, stdout=self._claude_json(spec, run.stdout))
+
+    def read_answer(self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes = b"",
+                    stderr: bytes = b"", **facts: Any) -> HookOutcome:
+        """:meth:`parse_answer` of a :class:`HookRun` made of these values (tests, tools)."""
+        return self.parse_answer(spec, HookRun(hook, exit_code, stdout, stderr, **facts))
 
     def _claude_json(self, spec: EventSpec, stdout: bytes) -> bytes:
         if type(self).answer_to_claude is Dialect.answer_to_claude or not stdout.lstrip().startswith(b"{"):

@@ -68,10 +68,9 @@ from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
-    SandboxFacts,
+    HookRun,
     Verdict,
     _dumps,
-    parse_outcome,
 )
 from executor.core.text import sanitize
 from executor.dialects.base import (
@@ -313,33 +312,26 @@ class CodexDialect(Dialect):
 
     # -- answers -------------------------------------------------------------------------
 
-    def parse_answer(
-        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
-        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
-        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
-        project_dir: str | None = None,
-    ) -> HookOutcome:
+    def parse_answer(self, spec: EventSpec, run: HookRun) -> HookOutcome:
         """Claude Code's rules, narrowed to what Codex accepts (S output_parser.rs, pre_tool_use.rs)."""
-        kw: dict[str, Any] = dict(timed_out=timed_out, oom_killed=oom_killed, timeout=timeout, hook_id=hook_id,
-                                  sandbox=sandbox, image=image, project_dir=project_dir)
-        if timed_out or oom_killed or exit_code is None:
-            return parse_outcome(spec, hook, exit_code, stdout, stderr, **kw)
-        failed = HookOutcome(hook=hook, status="error", exit_code=exit_code, hook_id=hook_id)
-        if exit_code == 2 and not stderr.strip():
+        if not run.finished:
+            return run.outcome(spec)
+        failed = HookOutcome(hook=run.hook, status="error", exit_code=run.exit_code, hook_id=run.hook_id)
+        if run.exit_code == 2 and not run.stderr.strip():
             return replace(failed, error="exited 2 with nothing on stderr: Codex does not block then "
                                          "(the hook counts as failed)")
-        if exit_code != 0:
-            return parse_outcome(spec, hook, exit_code, stdout, stderr, **kw)
-        if stdout.lstrip().startswith(b"["):
+        if run.exit_code != 0:
+            return run.outcome(spec)
+        if run.stdout.lstrip().startswith(b"["):
             return replace(failed, error="stdout JSON is not an object")
-        if not stdout.lstrip().startswith(b"{"):
-            return parse_outcome(spec, hook, exit_code, stdout, stderr, **kw)
+        if not run.stdout.lstrip().startswith(b"{"):
+            return run.outcome(spec)
         try:
-            data = json.loads(stdout)
+            data = json.loads(run.stdout)
         except (ValueError, RecursionError):
-            return parse_outcome(spec, hook, exit_code, stdout, stderr, **kw)  # reported as it is
+            return run.outcome(spec)  # reported as it is
         if not isinstance(data, dict):
-            return parse_outcome(spec, hook, exit_code, stdout, stderr, **kw)
+            return run.outcome(spec)
         problem = invalid_answer(spec.name, data)
         if problem is not None:
             return replace(failed, error=f"{sanitize(problem)}: Codex counts the hook as failed and goes on")
@@ -347,7 +339,7 @@ class CodexDialect(Dialect):
         if data.get("decision") == "block" and not _reason(data.get("reason")):
             data = {k: v for k, v in data.items() if k != "decision"}
             notes = (f"decision:block without a non-empty reason does not block in Codex ({spec.name}); ignored",)
-        outcome = parse_outcome(spec, hook, 0, _dumps(data).encode("utf-8"), stderr, **kw)
+        outcome = run.outcome(spec, exit_code=0, stdout=_dumps(data).encode("utf-8"))
         return replace(outcome, notes=outcome.notes + notes)
 
     def render(self, event: EventSpec, verdict: Verdict) -> AgentAnswer:

@@ -70,7 +70,7 @@ from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
 from executor.core.matchers import Matcher
-from executor.core.protocol import AgentAnswer, HookOutcome, SandboxFacts, Verdict, _dumps
+from executor.core.protocol import AgentAnswer, HookOutcome, HookRun, Verdict, _dumps
 from executor.core.text import sanitize
 from executor.dialects.base import (
     Dialect,
@@ -385,26 +385,19 @@ class CopilotDialect(Dialect):
             out["hookSpecificOutput"] = specific
         return out
 
-    def parse_answer(
-        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
-        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
-        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
-        project_dir: str | None = None,
-    ) -> HookOutcome:
-        if exit_code == 2 and not timed_out and not oom_killed:
+    def parse_answer(self, spec: EventSpec, run: HookRun) -> HookOutcome:
+        if run.exit_code == 2 and run.finished:
             if spec.name == "PermissionRequest":
                 # R: exit 2 denies a permission request (stdout merged with {"behavior": "deny"}).
-                base = super().parse_answer(spec, hook, 0, stdout, b"", hook_id=hook_id)
-                reason = base.reason or f"denied by hook {hook} (exit 2)"
+                base = super().parse_answer(spec, HookRun(run.hook, 0, run.stdout, hook_id=run.hook_id))
+                reason = base.reason or f"denied by hook {run.hook} (exit 2)"
                 return replace(base, decision="deny", reason=reason, exit_code=2)
             if spec.name != "PostToolUseFailure":
                 return HookOutcome(
-                    hook=hook, status="error", exit_code=2, hook_id=hook_id,
+                    hook=run.hook, status="error", exit_code=2, hook_id=run.hook_id,
                     error="exited 2, which Copilot CLI does not read as a block (answer with JSON, e.g. "
                           "permissionDecision: deny)")
-        outcome = super().parse_answer(
-            spec, hook, exit_code, stdout, stderr, timed_out=timed_out, oom_killed=oom_killed,
-            timeout=timeout, hook_id=hook_id, sandbox=sandbox, image=image, project_dir=project_dir)
+        outcome = super().parse_answer(spec, run)
         if spec.name == "UserPromptSubmit" and outcome.status == "block":
             note = "userPromptSubmitted cannot block in Copilot CLI; the block is ignored"
             outcome = replace(outcome, status="ok", system_message=outcome.reason, reason=None,

@@ -93,7 +93,7 @@ from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
 from executor.core.matchers import Matcher
-from executor.core.protocol import UNSET, AgentAnswer, HookOutcome, SandboxFacts, Verdict, _dumps
+from executor.core.protocol import UNSET, AgentAnswer, HookOutcome, HookRun, Verdict, _dumps
 from executor.core.text import one_line, sanitize
 from executor.dialects.base import (
     Dialect,
@@ -448,23 +448,16 @@ class CursorDialect(Dialect):
             out["hookSpecificOutput"] = {"hookEventName": spec.name, **specific}
         return out
 
-    def parse_answer(
-        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
-        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
-        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
-        project_dir: str | None = None,
-    ) -> HookOutcome:
+    def parse_answer(self, spec: EventSpec, run: HookRun) -> HookOutcome:
         native = self.native_event(spec)
-        outcome = super().parse_answer(
-            spec, hook, exit_code, stdout, stderr, timed_out=timed_out, oom_killed=oom_killed,
-            timeout=timeout, hook_id=hook_id, sandbox=sandbox, image=image, project_dir=project_dir)
-        answered = exit_code == 0 and not timed_out and not oom_killed
-        data = _answer_object(stdout) if answered else None
-        if native in PERMISSION_EVENTS and answered and stdout.strip() and data is None:
-            why = f"hook {one_line(hook, 200)} answered something that is not a JSON object; Cursor blocks then"
+        outcome = super().parse_answer(spec, run)
+        answered = run.exit_code == 0 and run.finished
+        data = _answer_object(run.stdout) if answered else None
+        if native in PERMISSION_EVENTS and answered and run.stdout.strip() and data is None:
+            why = f"hook {one_line(run.hook, 200)} answered something that is not a JSON object; Cursor blocks then"
             if spec.permission:
-                return HookOutcome(hook=hook, exit_code=0, decision="deny", reason=why, hook_id=hook_id)
-            return HookOutcome(hook=hook, status="block", exit_code=0, reason=why, hook_id=hook_id)
+                return HookOutcome(hook=run.hook, exit_code=0, decision="deny", reason=why, hook_id=run.hook_id)
+            return HookOutcome(hook=run.hook, status="block", exit_code=0, reason=why, hook_id=run.hook_id)
         if data is not None and "updated_input" in data and native not in REWRITE_EVENTS:
             note = f"'updated_input' has no effect on {native} (Cursor reads it on preToolUse); ignored"
             outcome = replace(outcome, notes=(*outcome.notes, note))

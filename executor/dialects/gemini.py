@@ -77,10 +77,9 @@ from executor.core.matchers import Matcher
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
-    SandboxFacts,
+    HookRun,
     Verdict,
     _dumps,
-    parse_outcome,
 )
 from executor.core.text import decode, sanitize
 from executor.dialects.base import (
@@ -345,34 +344,28 @@ class GeminiDialect(Dialect):
             out["hookSpecificOutput"] = {"hookEventName": spec.name, **specific}
         return out
 
-    def parse_answer(
-        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
-        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
-        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
-        project_dir: str | None = None,
-    ) -> HookOutcome:
+    def parse_answer(self, spec: EventSpec, run: HookRun) -> HookOutcome:
         """Gemini's rules (hookRunner.ts): JSON from stdout (else stderr) wins over the exit code;
         plain text is a message at exit 0, a warning at 1 and a deny at any other code."""
-        kw: dict[str, Any] = dict(timed_out=timed_out, oom_killed=oom_killed, timeout=timeout, hook_id=hook_id,
-                                  sandbox=sandbox, image=image, project_dir=project_dir)
-        if timed_out or oom_killed or exit_code is None:
-            return parse_outcome(spec, hook, exit_code, b"", stderr, **kw)
-        text = decode(stdout).strip() or decode(stderr).strip()
+        if not run.finished:
+            return run.outcome(spec, stdout=b"")
+        text = decode(run.stdout).strip() or decode(run.stderr).strip()
         data = _json_answer(text)
         if isinstance(data, dict):
-            outcome = parse_outcome(spec, hook, 0, _dumps(self.answer_to_claude(spec, data)).encode("utf-8"),
-                                    b"", **kw)
-            return replace(outcome, exit_code=exit_code, notes=outcome.notes + self._ignored(spec, data))
+            answer = _dumps(self.answer_to_claude(spec, data)).encode("utf-8")
+            outcome = run.outcome(spec, exit_code=0, stdout=answer, stderr=b"")
+            return replace(outcome, exit_code=run.exit_code, notes=outcome.notes + self._ignored(spec, data))
         if data is not _NOT_JSON and data is not None:
-            return HookOutcome(hook=hook, exit_code=exit_code, hook_id=hook_id,
+            return HookOutcome(hook=run.hook, exit_code=run.exit_code, hook_id=run.hook_id,
                                notes=("its answer is JSON but not an object; Gemini CLI ignores it",))
-        if exit_code == 0:
-            return HookOutcome(hook=hook, exit_code=0, hook_id=hook_id, system_message=sanitize(text) or None)
-        said = stderr if stderr.strip() else text.encode("utf-8")
-        if exit_code == 1 or exit_code in (126, 127) or not text:
-            return parse_outcome(spec, hook, exit_code, b"", said, **kw)  # the hook failed: not a verdict
-        outcome = parse_outcome(spec, hook, 2, b"", said, **kw)  # Gemini: any other exit with text denies
-        return replace(outcome, exit_code=exit_code)
+        if run.exit_code == 0:
+            return HookOutcome(hook=run.hook, exit_code=0, hook_id=run.hook_id,
+                               system_message=sanitize(text) or None)
+        said = run.stderr if run.stderr.strip() else text.encode("utf-8")
+        if run.exit_code == 1 or run.exit_code in (126, 127) or not text:
+            return run.outcome(spec, stdout=b"", stderr=said)  # the hook failed: not a verdict
+        outcome = run.outcome(spec, exit_code=2, stdout=b"", stderr=said)  # any other exit with text denies
+        return replace(outcome, exit_code=run.exit_code)
 
     def _ignored(self, spec: EventSpec, data: Mapping[str, Any]) -> tuple[str, ...]:
         given = data.get("hookSpecificOutput")

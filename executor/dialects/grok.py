@@ -102,11 +102,10 @@ from executor.core.matchers import Aliases, Matcher, _itself, compile_matcher
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
-    SandboxFacts,
+    HookRun,
     Verdict,
     _dumps,
     _join,
-    parse_outcome,
 )
 from executor.core.text import first_line, sanitize
 from executor.dialects.base import (
@@ -541,32 +540,25 @@ class GrokDialect(Dialect):
             out["hookSpecificOutput"] = specific
         return out
 
-    def parse_answer(
-        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
-        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
-        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
-        project_dir: str | None = None,
-    ) -> HookOutcome:
+    def parse_answer(self, spec: EventSpec, run: HookRun) -> HookOutcome:
         """Exit 0 = success (its stdout read only as the advanced hooks' JSON); any other exit, a
         timeout or a kill = a failure (``on_error`` decides: deny for a ``pre-*`` hook with failOnError)."""
-        kw: dict[str, Any] = dict(timed_out=timed_out, oom_killed=oom_killed, timeout=timeout, hook_id=hook_id,
-                                  sandbox=sandbox, image=image, project_dir=project_dir)
-        if exit_code != 0 or timed_out or oom_killed:
-            outcome = parse_outcome(spec, hook, exit_code, b"", stderr, **kw)
+        if run.exit_code != 0 or not run.finished:
+            outcome = run.outcome(spec, stdout=b"")
             if outcome.status != "error":  # exit 2: Claude Code's block, only a failure here
-                said = first_line(sanitize(stderr))
-                outcome = HookOutcome(hook=hook, status="error", exit_code=exit_code, hook_id=hook_id,
-                                      error=f"exited {exit_code}" + (f": {said}" if said else ""))
+                said = first_line(sanitize(run.stderr))
+                outcome = HookOutcome(hook=run.hook, status="error", exit_code=run.exit_code, hook_id=run.hook_id,
+                                      error=f"exited {run.exit_code}" + (f": {said}" if said else ""))
             return outcome
         notes: tuple[str, ...] = ()
         answer = b""
-        data = _json_object(stdout)
+        data = _json_object(run.stdout)
         if data is not None and "action" in data:
             if data["action"] in ("allow", "deny", "ask"):
                 answer = _dumps(self.answer_to_claude(spec, data)).encode("utf-8")
             else:
                 notes = ("'action' must be \"allow\", \"deny\" or \"ask\"; ignored (the agent reads it as allow)",)
-        outcome = parse_outcome(spec, hook, 0, answer, stderr, **kw)
+        outcome = run.outcome(spec, exit_code=0, stdout=answer)
         return replace(outcome, notes=outcome.notes + notes) if notes else outcome
 
     def render(self, event: EventSpec, verdict: Verdict) -> AgentAnswer:

@@ -49,7 +49,7 @@ from typing import Any
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
 from executor.core.matchers import Matcher
-from executor.core.protocol import AgentAnswer, HookOutcome, SandboxFacts, Verdict
+from executor.core.protocol import AgentAnswer, HookOutcome, HookRun, Verdict
 from executor.dialects.base import Dialect, HookInput, HookSource, Where, home_path, project_path
 
 POINTS = ("pre_session", "pre_stream", "post_stream", "pre_tool", "post_tool", "pre_queue_drain",
@@ -188,24 +188,19 @@ class InferDialect(Dialect):
 
     # -- answers -------------------------------------------------------------------------
 
-    def parse_answer(
-        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
-        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
-        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
-        project_dir: str | None = None,
-    ) -> HookOutcome:
+    def parse_answer(self, spec: EventSpec, run: HookRun) -> HookOutcome:
         """Observe only: infer records the exit code and output and acts on neither."""
-        if timed_out:
-            what = "timed out" + (f" after {timeout:g} s" if timeout is not None else "")
-        elif oom_killed:
+        if run.timed_out:
+            what = "timed out" + (f" after {run.timeout:g} s" if run.timeout is not None else "")
+        elif run.oom_killed:
             what = "was killed: out of memory"
-        elif exit_code is None:
+        elif run.exit_code is None:
             what = "was killed before it finished"
-        elif exit_code != 0:
-            what = f"exited {exit_code}"
+        elif run.exit_code != 0:
+            what = f"exited {run.exit_code}"
         else:
-            return HookOutcome(hook=hook, exit_code=0, hook_id=hook_id)
-        return HookOutcome(hook=hook, exit_code=exit_code, hook_id=hook_id,
+            return HookOutcome(hook=run.hook, exit_code=0, hook_id=run.hook_id)
+        return HookOutcome(hook=run.hook, exit_code=run.exit_code, hook_id=run.hook_id,
                            notes=(f"{what}; infer only records it (observe-only hooks)",))
 
     def render(self, event: EventSpec, verdict: Verdict) -> AgentAnswer:

@@ -58,7 +58,7 @@ from executor.core.protocol import (
     UNSET,
     AgentAnswer,
     HookOutcome,
-    SandboxFacts,
+    HookRun,
     Verdict,
     _dumps,
     _join,
@@ -243,20 +243,13 @@ class JcodeDialect(Dialect):
             out["hookSpecificOutput"] = specific
         return out
 
-    def parse_answer(
-        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
-        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
-        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
-        project_dir: str | None = None,
-    ) -> HookOutcome:
-        if exit_code == 2 and spec.name not in BLOCKABLE and not (timed_out or oom_killed):
-            return HookOutcome(hook=hook, exit_code=2, hook_id=hook_id, notes=(
+    def parse_answer(self, spec: EventSpec, run: HookRun) -> HookOutcome:
+        if run.exit_code == 2 and spec.name not in BLOCKABLE and run.finished:
+            return HookOutcome(hook=run.hook, exit_code=2, hook_id=run.hook_id, notes=(
                 f"exit 2 has no effect on {spec.name} (jcode ignores it there)",))
-        if not stdout.strip().startswith(b"{"):
-            stdout = b""  # jcode reads stdout only as a JSON object (no plain-text context)
-        outcome = super().parse_answer(
-            spec, hook, exit_code, stdout, stderr, timed_out=timed_out, oom_killed=oom_killed,
-            timeout=timeout, hook_id=hook_id, sandbox=sandbox, image=image, project_dir=project_dir)
+        if not run.stdout.strip().startswith(b"{"):
+            run = replace(run, stdout=b"")  # jcode reads stdout only as a JSON object (no plain-text context)
+        outcome = super().parse_answer(spec, run)
         if spec.name not in BLOCKABLE and outcome.status == "block":
             return replace(outcome, status="ok", reason=None, notes=(
                 *outcome.notes, f"jcode cannot block {spec.name}; the block is ignored"))

@@ -55,10 +55,9 @@ from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
-    SandboxFacts,
+    HookRun,
     Verdict,
     _dumps,
-    parse_outcome,
 )
 from executor.core.text import sanitize
 from executor.dialects.base import (
@@ -250,26 +249,19 @@ class OkDialect(Dialect):
 
     # -- answers -------------------------------------------------------------------------
 
-    def parse_answer(
-        self, spec: EventSpec, hook: str, exit_code: int | None, stdout: bytes, stderr: bytes,
-        *, timed_out: bool = False, oom_killed: bool = False, timeout: float | None = None,
-        hook_id: str = "", sandbox: SandboxFacts | None = None, image: str | None = None,
-        project_dir: str | None = None,
-    ) -> HookOutcome:
+    def parse_answer(self, spec: EventSpec, run: HookRun) -> HookOutcome:
         """``decideOutcome``: the exit code only (stdout is the message when stderr is empty)."""
         gating = spec.name in GATING
-        if timed_out and gating:
-            after = f" after {timeout:g} s" if timeout is not None else ""
-            return HookOutcome(hook=hook, status="block", exit_code=exit_code, hook_id=hook_id,
+        if run.timed_out and gating:
+            after = f" after {run.timeout:g} s" if run.timeout is not None else ""
+            return HookOutcome(hook=run.hook, status="block", exit_code=run.exit_code, hook_id=run.hook_id,
                                reason=f"hook timed out{after}")
-        message = stderr if stderr.strip() else stdout
-        if exit_code == 2 and not gating and not (timed_out or oom_killed):
-            return HookOutcome(hook=hook, exit_code=2, hook_id=hook_id,
+        message = run.stderr if run.stderr.strip() else run.stdout
+        if run.exit_code == 2 and not gating and run.finished:
+            return HookOutcome(hook=run.hook, exit_code=2, hook_id=run.hook_id,
                                system_message=sanitize(message).strip() or None,
                                notes=(f"exit 2 does not block {spec.name} in ok (a warning there)",))
-        return parse_outcome(spec, hook, exit_code, b"", message, timed_out=timed_out, oom_killed=oom_killed,
-                             timeout=timeout, hook_id=hook_id, sandbox=sandbox, image=image,
-                             project_dir=project_dir)
+        return run.outcome(spec, stdout=b"", stderr=message)
 
     def render(self, event: EventSpec, verdict: Verdict) -> AgentAnswer:
         """Exit 2 + the reason on stderr for a block (or a stop), else exit 0 and nothing."""

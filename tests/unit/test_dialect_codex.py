@@ -79,7 +79,7 @@ def hooks_json(event: str = "PreToolUse", matcher: str | None = None, **extra: A
 
 
 def answer(event: Any, stdout: bytes = b"", code: int | None = 0, stderr: bytes = b"") -> HookOutcome:
-    return CODEX.parse_answer(event, "h", code, stdout, stderr)
+    return CODEX.read_answer(event, "h", code, stdout, stderr)
 
 
 def rendered(event: Any, verdict: Verdict) -> Any:

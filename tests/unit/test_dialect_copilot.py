@@ -49,7 +49,7 @@ def parse(data: Any, scope: Scope = Scope.PROJECT) -> Any:
 
 
 def outcome(name: str, payload: dict[str, Any], stdout: bytes = b"", code: int = 0) -> HookOutcome:
-    return COPILOT.parse_answer(spec(name, payload), "h", code, stdout, b"")
+    return COPILOT.read_answer(spec(name, payload), "h", code, stdout, b"")
 
 
 def answer(name: str, payload: dict[str, Any], verdict: Verdict) -> Any:

@@ -66,7 +66,7 @@ def answer(payload: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
 
 
 def outcome(payload: dict[str, Any], stdout: bytes = b"", code: int = 0, stderr: bytes = b"") -> HookOutcome:
-    return CURSOR.parse_answer(spec_of(payload), "h", code, stdout, stderr)
+    return CURSOR.read_answer(spec_of(payload), "h", code, stdout, stderr)
 
 
 # -- files ------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def js(value: Any) -> bytes:
 
 
 def answer(event: Any, stdout: bytes = b"", code: int | None = 0, stderr: bytes = b"") -> HookOutcome:
-    return GEMINI.parse_answer(event, "h", code, stdout, stderr)
+    return GEMINI.read_answer(event, "h", code, stdout, stderr)
 
 
 def rendered(event: Any, verdict: Verdict) -> Any:

@@ -62,7 +62,7 @@ def edit(path: str) -> dict[str, Any]:
 
 
 def answer(spec: Any, stdout: bytes = b"", code: int | None = 0, stderr: bytes = b"", **kw: Any) -> HookOutcome:
-    return GROK.parse_answer(spec, "h", code, stdout, stderr, **kw)
+    return GROK.read_answer(spec, "h", code, stdout, stderr, **kw)
 
 
 def rendered(spec: Any, verdict: Verdict) -> Any:

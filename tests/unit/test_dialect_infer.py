@@ -179,11 +179,11 @@ def test_answers_are_never_acted_on() -> None:
     spec = INFER.event_spec("pre_session")
     for code, out, err in ((2, b"", b"no"), (0, b'{"decision":"block","continue":false}', b""),
                            (0, b'{"hookSpecificOutput":{"additionalContext":"x","updatedInput":{}}}', b"")):
-        got = INFER.parse_answer(spec, "h", code, out, err)
+        got = INFER.read_answer(spec, "h", code, out, err)
         assert (got.status, got.decision, got.additional_context, got.updated_input, got.continue_) == (
             "ok", None, None, None, True)
-    assert "exited 2" in INFER.parse_answer(spec, "h", 2, b"", b"").notes[0]
-    late = INFER.parse_answer(spec, "h", None, b"", b"", timed_out=True, timeout=30.0)
+    assert "exited 2" in INFER.read_answer(spec, "h", 2, b"", b"").notes[0]
+    late = INFER.read_answer(spec, "h", None, b"", b"", timed_out=True, timeout=30.0)
     assert late.status == "ok" and "timed out after 30 s" in late.notes[0]
     assert not fold(spec, [late]).blocks
 

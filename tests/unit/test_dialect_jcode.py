@@ -175,7 +175,7 @@ def test_not_recognised_from_the_payload() -> None:
 
 
 def answer(spec: Any, stdout: bytes = b"", code: int = 0, stderr: bytes = b"") -> Any:
-    return JCODE.parse_answer(spec, "h", code, stdout, stderr)
+    return JCODE.read_answer(spec, "h", code, stdout, stderr)
 
 
 def test_golden_answers() -> None:

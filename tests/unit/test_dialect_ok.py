@@ -157,20 +157,20 @@ def test_hook_input_is_ok_payload_line() -> None:
 
 
 def test_exit_codes() -> None:
-    assert OK.parse_answer(PRE, "h", 0, b'{"decision":"block"}', b"").status == "ok"  # stdout never read
-    block = OK.parse_answer(PRE, "h", 2, b"", b"no rm\n")  # golden: echo "no rm" >&2; exit 2
+    assert OK.read_answer(PRE, "h", 0, b'{"decision":"block"}', b"").status == "ok"  # stdout never read
+    block = OK.read_answer(PRE, "h", 2, b"", b"no rm\n")  # golden: echo "no rm" >&2; exit 2
     assert (block.status, block.reason) == ("block", "no rm")
-    assert OK.parse_answer(PROMPT, "h", 2, b"from stdout", b"").reason == "from stdout"
-    assert OK.parse_answer(PRE, "h", 1, b"", b"warn").status == "error"  # warn: non-blocking
-    post = OK.parse_answer(STOP, "h", 2, b"", b"nope")
+    assert OK.read_answer(PROMPT, "h", 2, b"from stdout", b"").reason == "from stdout"
+    assert OK.read_answer(PRE, "h", 1, b"", b"warn").status == "error"  # warn: non-blocking
+    post = OK.read_answer(STOP, "h", 2, b"", b"nope")
     assert post.status == "ok" and post.system_message == "nope" and "does not block" in post.notes[0]
-    late = OK.parse_answer(PRE, "h", None, b"", b"", timed_out=True, timeout=5.0)
+    late = OK.read_answer(PRE, "h", None, b"", b"", timed_out=True, timeout=5.0)
     assert (late.status, late.reason) == ("block", "hook timed out after 5 s")
-    assert OK.parse_answer(POST, "h", None, b"", b"", timed_out=True, timeout=5.0).status == "error"
+    assert OK.read_answer(POST, "h", None, b"", b"", timed_out=True, timeout=5.0).status == "error"
 
 
 def test_no_rewrite_or_approval_in_ok() -> None:
-    out = OK.parse_answer(PRE, "h", 0, b'{"hookSpecificOutput":{"updatedInput":{"command":"x"},'
+    out = OK.read_answer(PRE, "h", 0, b'{"hookSpecificOutput":{"updatedInput":{"command":"x"},'
                                        b'"permissionDecision":"allow"}}', b"")
     assert out.updated_input is None and out.decision is None
 
