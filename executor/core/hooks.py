@@ -19,7 +19,7 @@ import hashlib
 import json
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
@@ -290,19 +290,29 @@ def parse_hook_file(
     if not isinstance(hooks, dict):
         out.error("$.hooks", "must be an object mapping event names to matcher groups")
         hooks = {}
-    for name, groups in hooks.items():
+    for _, event, epath, groups in event_lists(hooks, shape, out, "matcher groups"):
+        for gi, group in enumerate(groups):
+            specs.extend(_parse_group(group, f"{epath}[{gi}]", event, scope, project_root, out, shape))
+    return HookFile(source, scope, tuple(specs), tuple(out.problems), disable_all, managed_only,
+                    shape.agent, tuple(out.routes))
+
+
+def event_lists(
+    hooks: Mapping[str, Any], shape: FileShape, out: Collector, what: str
+) -> Iterator[tuple[str, str, str, list[Any]]]:
+    """Each event of a file's ``hooks`` object: (the name as written, the event it is filed
+    under, its JSON path, its array); an unknown name or a value that is not an array of
+    ``what`` is a problem instead."""
+    for name, items in hooks.items():
         epath = f"$.hooks.{name}"
         event = shape.event(name)
         if event is None:
             out.error(epath, f"unknown event {name!r}; valid events: {shape.event_list()}")
             continue
-        if not isinstance(groups, list):
-            out.error(epath, "must be an array of matcher groups", event)
+        if not isinstance(items, list):
+            out.error(epath, f"must be an array of {what}", event)
             continue
-        for gi, group in enumerate(groups):
-            specs.extend(_parse_group(group, f"{epath}[{gi}]", event, scope, project_root, out, shape))
-    return HookFile(source, scope, tuple(specs), tuple(out.problems), disable_all, managed_only,
-                    shape.agent, tuple(out.routes))
+        yield name, event, epath, items
 
 
 def _flag(data: Mapping[str, Any], key: str, out: Collector) -> bool:

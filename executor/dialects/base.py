@@ -46,6 +46,7 @@ from executor.core.hooks import (
     HookFile,
     HookSpec,
     Scope,
+    event_lists,
     parse_hook_file,
 )
 from executor.core.protocol import (
@@ -437,15 +438,7 @@ def parse_flat_file(
         out.error("$.hooks", "must be an object mapping event names to arrays of hooks")
         hooks = {}
     specs: list[HookSpec] = []
-    for native, handlers in hooks.items():
-        epath = f"$.hooks.{native}"
-        event = dialect.shape.event(native)
-        if event is None:
-            out.error(epath, f"unknown event {native!r}; valid events: {dialect.shape.event_list()}")
-            continue
-        if not isinstance(handlers, list):
-            out.error(epath, "must be an array of hooks", event)
-            continue
+    for native, event, epath, handlers in event_lists(hooks, dialect.shape, out, "hooks"):
         for i, raw in enumerate(handlers):
             spec = handler(raw, f"{epath}[{i}]", native, event, out)
             if spec is not None:

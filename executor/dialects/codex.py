@@ -63,7 +63,15 @@ from typing import Any
 
 from executor.core import linre
 from executor.core.events import EventSpec
-from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
+from executor.core.hooks import (
+    Collector,
+    FileShape,
+    HookFile,
+    HookSpec,
+    Scope,
+    event_lists,
+    parse_handler,
+)
 from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
     AgentAnswer,
@@ -243,17 +251,8 @@ class CodexDialect(Dialect):
         if not isinstance(hooks, dict):
             out.error("$.hooks", "must be an object mapping event names to matcher groups")
             hooks = {}
-        for name, groups in hooks.items():
-            if toml and name in _NOT_EVENTS:
-                continue
-            epath = f"$.hooks.{name}"
-            event = self.shape.event(name)
-            if event is None:
-                out.error(epath, f"unknown event {name!r}; valid events: {self.shape.event_list()}")
-                continue
-            if not isinstance(groups, list):
-                out.error(epath, "must be an array of matcher groups", event)
-                continue
+        events = {name: groups for name, groups in hooks.items() if not (toml and name in _NOT_EVENTS)}
+        for _, event, epath, groups in event_lists(events, self.shape, out, "matcher groups"):
             for gi, group in enumerate(groups):
                 specs.extend(self._group(group, f"{epath}[{gi}]", event, scope, project_root, out))
         return HookFile(source, scope, tuple(specs), tuple(out.problems), disable_all=bool(disable),
