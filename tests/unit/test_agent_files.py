@@ -347,3 +347,9 @@ def test_a_project_hooks_rewrite_passes_only_when_granted(
     else:
         assert answer_key not in out and "permissionDecision" not in out
         assert "without that capability" in (verdict.system_message or "")
+
+
+def test_every_agents_project_variable_is_set_for_every_hook() -> None:
+    from executor.core.envnames import PROJECT_DIR_VARS
+
+    assert {d.project_dir_var for d in DIALECTS.values()} <= set(PROJECT_DIR_VARS)

@@ -7,9 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from executor import config
 from executor.gates.allowlist import (
-    PROJECT_DIR_VARS,
     AllowCheck,
     AllowList,
     check_command,
@@ -145,10 +143,6 @@ def test_project_dir_paths_allowed_when_the_entry_names_them(command: str) -> No
 )
 def test_project_dir_paths_denied_elsewhere(command: str) -> None:
     assert_denied(check(command, AllowList(allow=(GUARD,))))
-
-
-def test_project_dir_vars_match_config() -> None:
-    assert PROJECT_DIR_VARS == config.PROJECT_DIR_VARS
 
 
 # --- hostile commands beyond the cases ------------------------------------------------------
