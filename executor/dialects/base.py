@@ -49,6 +49,7 @@ from executor.core.hooks import (
     event_lists,
     parse_hook_file,
 )
+from executor.core.install import InstallMode, NotInstallable, Plan, Read
 from executor.core.protocol import (
     UNSET,
     AgentAnswer,
@@ -167,6 +168,10 @@ class Dialect:
     decision_events: frozenset[str] = CLAUDE_DECISION_EVENTS
     input_key: str = "updatedInput"
     unsupported: tuple[str, ...] = ()
+    takeover: str = ""
+    """Why ``hookcage install`` cannot take this agent over (one paragraph: what would still run
+    outside hookcage, and what routing can still be added); empty for agents that override
+    :meth:`install`."""
 
     # -- files ---------------------------------------------------------------------------
 
@@ -350,6 +355,22 @@ class Dialect:
         if specific:
             out["hookSpecificOutput"] = {"hookEventName": self.native_event(event), **specific}
         return AgentAnswer(0, _dumps(out) + "\n", "")
+
+    # -- hookcage install -----------------------------------------------------------------
+
+    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+        """What ``hookcage install`` writes for this agent (pure: current files come from ``read``).
+
+        Args:
+            mode: ``user`` (no admin rights) or ``managed`` (the machine's policy files).
+            where: HOME, the environment (no project: install is per user or machine).
+            read: the current content of a file the plan would change.
+            hookcage: the absolute command that runs hookcage (routes call ``<it> dispatch --agent NAME``).
+
+        Raises:
+            NotInstallable: this agent (or this mode) cannot be taken over; says what still runs.
+        """
+        raise NotInstallable(self.takeover or f"hookcage cannot take {self.title} over yet")
 
     # -- description ---------------------------------------------------------------------
 

@@ -1,0 +1,178 @@
+"""What ``hookcage install AGENT`` writes, planned without I/O.
+
+An agent is taken over in two moves: its events are **routed** to
+``hookcage dispatch --agent NAME`` (one entry per event, in the agent's own
+file), and the agent's **switch** that stops it loading repositories' hooks
+itself is set. Each agent's dialect plans both
+(:meth:`executor.dialects.base.Dialect.install`) from the current content of
+the files it would change, handed in by the edge (:data:`Read`), and returns
+a :class:`Plan`: the whole new content of each file. The edge
+(:mod:`executor.installer`) shows it as a diff, or backs the files up and
+writes them; ``uninstall`` puts back what was there.
+
+This module holds the pieces every agent's plan shares: the route entries
+(:func:`routes`), merging them into an agent's Claude-Code-shaped settings
+without touching anything else (:func:`merge_routes`), and taking them out
+again (:func:`unroute`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from executor.errors import HookcageError
+
+InstallMode = Literal["user", "managed"]
+Read = Callable[[str], bytes | None]
+"""The current content of a file (``None``: it does not exist), handed in by the edge."""
+
+NEVER_ROUTED = frozenset({"WorktreeCreate", "FileChanged", "MessageDisplay"})
+"""Claude Code's events a blanket route must not take: WorktreeCreate's hook replaces
+worktree creation, FileChanged's matcher is the list of files to watch, MessageDisplay
+fires per streamed chunk (../shared/AGENTS.md, "Routing traps")."""
+
+
+@dataclass(frozen=True)
+class FileEdit:
+    """One file ``install`` writes: its whole new content (``None``: remove it)."""
+
+    path: str
+    content: bytes | None
+    mode: int = 0o644
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything ``install`` would write for one agent, and what is left to do by hand."""
+
+    agent: str
+    mode: InstallMode
+    edits: tuple[FileEdit, ...]
+    notes: tuple[str, ...] = ()
+
+
+class NotInstallable(HookcageError):
+    """The agent cannot be taken over (or not in this mode).
+
+    Attributes:
+        explanation: one paragraph: what would still run outside hookcage.
+        offer: the routing that can still be added, or None.
+    """
+
+    def __init__(self, explanation: str, offer: Plan | None = None) -> None:
+        super().__init__(explanation)
+        self.explanation = explanation
+        self.offer = offer
+
+
+def dispatch_command(hookcage: str, agent: str) -> str:
+    """The route's command: ``<hookcage> dispatch --agent NAME`` (quoted when the path needs it)."""
+    import shlex
+
+    return f"{shlex.quote(hookcage)} dispatch --agent {agent}"
+
+
+def routes(events: Iterable[str], command: str, *, matcher_events: Iterable[str] = ()) -> dict[str, Any]:
+    """Claude-Code-shaped route entries: every event to ``command``.
+
+    Args:
+        events: the agent's event names to route (never :data:`NEVER_ROUTED`).
+        command: what each route runs (:func:`dispatch_command`).
+        matcher_events: the events that take a matcher: their group gets ``"matcher": "*"``.
+    """
+    with_matcher = set(matcher_events)
+    hooks: dict[str, Any] = {}
+    for event in events:
+        if event in NEVER_ROUTED:
+            continue
+        group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+        if event in with_matcher:
+            group = {"matcher": "*", **group}
+        hooks[event] = [group]
+    return {"hooks": hooks}
+
+
+def _is_route(handler: Any, command: str) -> bool:
+    return isinstance(handler, dict) and handler.get("command") == command
+
+
+def merge_routes(existing: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """``existing`` settings with ``new``'s route groups added (idempotent).
+
+    Every other key, event and hook of ``existing`` is kept as it is, in its
+    order; a route already there (the same command on the event) is not added
+    twice.
+    """
+    merged = dict(existing)
+    hooks = dict(merged.get("hooks") or {}) if isinstance(merged.get("hooks"), dict) else {}
+    for event, groups in new.get("hooks", {}).items():
+        current = list(hooks.get(event) or []) if isinstance(hooks.get(event), list) else []
+        for group in groups:
+            commands = [h["command"] for h in group["hooks"]]
+            present = any(
+                isinstance(g, dict) and isinstance(g.get("hooks"), list)
+                and any(_is_route(h, c) for h in g["hooks"] for c in commands)
+                for g in current
+            )
+            if not present:
+                current.append(group)
+        hooks[event] = current
+    merged["hooks"] = hooks
+    return merged
+
+
+def unroute(existing: Mapping[str, Any], command: str) -> dict[str, Any]:
+    """``existing`` without hookcage's route entries (``command``); groups and events left empty go too."""
+    result = dict(existing)
+    hooks = result.get("hooks")
+    if not isinstance(hooks, dict):
+        return result
+    kept: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            kept[event] = groups
+            continue
+        left = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                handlers = [h for h in group["hooks"] if not _is_route(h, command)]
+                if not handlers:
+                    continue
+                group = {**group, "hooks": handlers}
+            left.append(group)
+        if left:
+            kept[event] = left
+    if kept:
+        result["hooks"] = kept
+    else:
+        result.pop("hooks", None)
+    return result
+
+
+def json_bytes(value: Any) -> bytes:
+    """A settings file as ``install`` writes it: 2-space indent, a trailing newline."""
+    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def read_json(read: Read, path: str) -> dict[str, Any]:
+    """A JSON object file's content (``{}`` when absent or empty).
+
+    Raises:
+        NotInstallable: the file is not a JSON object (install never overwrites what it cannot merge).
+    """
+    raw = read(path)
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise NotInstallable(f"{path} is not valid JSON ({exc}); fix it first: install never overwrites "
+                             "a file it cannot merge") from None
+    if not isinstance(data, dict):
+        raise NotInstallable(f"{path} is not a JSON object; fix it first: install never overwrites a file "
+                             "it cannot merge")
+    return data
