@@ -56,10 +56,15 @@ Codex's own hooks' answers.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+from tomlkit.items import AoT, Array, Table
 
 from executor.core import linre
 from executor.core.events import EventSpec
@@ -71,6 +76,15 @@ from executor.core.hooks import (
     Scope,
     event_lists,
     parse_handler,
+)
+from executor.core.install import (
+    FileEdit,
+    InstallMode,
+    NotInstallable,
+    Plan,
+    Read,
+    dispatch_command,
+    routes,
 )
 from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
@@ -89,6 +103,7 @@ from executor.dialects.base import (
     home_path,
     project_sources,
 )
+from executor.dialects.routing import claude_shaped
 
 SYSTEM_DIR = "/etc/codex"
 DEFAULT_TIMEOUT = 600.0
@@ -391,6 +406,150 @@ class CodexDialect(Dialect):
         if specific:
             out["hookSpecificOutput"] = {"hookEventName": name, **specific}
         return AgentAnswer(0, _dumps(out) + "\n", "")
+
+
+    # -- hookcage install -----------------------------------------------------------------
+
+    def user_dir(self, where: Where) -> str:
+        """``$CODEX_HOME``, else ``~/.codex``."""
+        return (home_path(where, env="CODEX_HOME") if where.environ.get("CODEX_HOME")
+                else home_path(where, ".codex"))
+
+    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+        """Codex's routes, and for ``managed`` its switch (see :func:`install_plan`)."""
+        return install_plan(self, mode, where, read, hookcage)
+
+
+ROUTED_EVENTS = (*CODEX_EVENTS, "Interrupt")
+"""Every event Codex fires (versions without some of them ignore the key: ``HookEventsToml``
+has named fields and no ``deny_unknown_fields``, S config/src/hook_config.rs)."""
+
+MATCHER_EVENTS = frozenset({"PreToolUse", "PermissionRequest", "PostToolUse", "SessionStart", "PreCompact",
+                            "PostCompact", "SubagentStart", "SubagentStop"})
+"""Where Codex reads a matcher (D "Matchers"; S events/common.rs ``matcher_pattern_for_event``);
+``"*"`` matches everything (S common.rs ``matches_matcher``)."""
+
+REQUIREMENTS = f"{SYSTEM_DIR}/requirements.toml"
+
+
+def _route_tables(command: str) -> dict[str, list[dict[str, Any]]]:
+    hooks: dict[str, list[dict[str, Any]]] = routes(ROUTED_EVENTS, command, matcher_events=MATCHER_EVENTS)["hooks"]
+    return hooks
+
+
+def _has_route(groups: Any, command: str) -> bool:
+    for group in groups:
+        handlers = group.get("hooks") if isinstance(group, dict | Table) else None
+        if isinstance(handlers, list | AoT | Array) and any(
+                isinstance(h, dict | Table) and h.get("command") == command for h in handlers):
+            return True
+    return False
+
+
+def _toml_group(group: Mapping[str, Any]) -> Table:
+    table = tomlkit.table()
+    if "matcher" in group:
+        table["matcher"] = group["matcher"]
+    handlers = tomlkit.aot()
+    for handler in group["hooks"]:
+        item = tomlkit.table()
+        for key, value in handler.items():
+            item[key] = value
+        handlers.append(item)
+    table["hooks"] = handlers
+    return table
+
+
+def requirements_toml(raw: bytes | None, command: str, managed_dir: str) -> tuple[bytes, list[str]]:
+    """``/etc/codex/requirements.toml`` with hookcage's switch and routes (comments and other tables kept).
+
+    The shape is Codex's managed-hooks example (D "Managed hooks"): top-level
+    ``allow_managed_hooks_only = true`` (read only from requirements.toml, docs/config.md), and
+    under ``[hooks]`` a ``managed_dir`` plus ``[[hooks.<Event>]]`` groups of
+    ``[[hooks.<Event>.hooks]]`` handlers. Codex skips every ``[hooks]`` group of requirements.toml
+    unless ``managed_dir`` names an existing absolute directory (S hooks/src/engine/discovery.rs
+    ``managed_hooks_source_path``): an existing one is kept, else hookcage's own directory.
+
+    Returns:
+        The new content and what the user should know (one line each).
+
+    Raises:
+        NotInstallable: the file is not TOML, or its ``hooks`` is not a table hookcage can add to.
+    """
+    notes: list[str] = []
+    try:
+        doc = tomlkit.parse((raw or b"").decode("utf-8"))
+    except (TOMLKitError, UnicodeDecodeError, ValueError) as exc:
+        raise NotInstallable(f"{REQUIREMENTS} is not valid TOML ({exc}); fix it first: install never "
+                             "overwrites a file it cannot merge") from None
+    if doc.get("allow_managed_hooks_only") is not True:
+        if "allow_managed_hooks_only" in doc:
+            notes.append(f"{REQUIREMENTS}: allow_managed_hooks_only was {doc['allow_managed_hooks_only']!r}; "
+                         "now true")
+        doc["allow_managed_hooks_only"] = True
+    if "hooks" not in doc:
+        doc["hooks"] = tomlkit.table()
+    hooks = doc["hooks"]
+    if not isinstance(hooks, Table):
+        raise NotInstallable(f"{REQUIREMENTS}: [hooks] is not a table hookcage can add to (an inline table?); "
+                             "write it as [hooks] and [[hooks.<Event>]] tables first")
+    if "managed_dir" not in hooks:
+        hooks["managed_dir"] = managed_dir
+    elif hooks["managed_dir"] != managed_dir:
+        notes.append(f"{REQUIREMENTS}: [hooks] managed_dir stays {hooks['managed_dir']!r} (it must exist, "
+                     "or Codex skips these hooks)")
+    for event, groups in _route_tables(command).items():
+        current = hooks.get(event)
+        if current is None:
+            aot = tomlkit.aot()
+            for group in groups:
+                aot.append(_toml_group(group))
+            hooks[event] = aot
+        elif isinstance(current, AoT | Array):
+            if not _has_route(current, command):
+                for group in groups:
+                    current.append(_toml_group(group) if isinstance(current, AoT) else group)
+        else:
+            raise NotInstallable(f"{REQUIREMENTS}: hooks.{event} is not an array of tables; fix it first: "
+                                 "install never overwrites what it cannot merge")
+    features = doc.get("features")
+    if isinstance(features, Table | dict) and (features.get("hooks") is False or features.get("codex_hooks") is False):
+        notes.append(f"{REQUIREMENTS} turns Codex's hooks off ([features] hooks = false): no hook runs, "
+                     "hookcage's routes included")
+    return tomlkit.dumps(doc).encode("utf-8"), notes
+
+
+def install_plan(dialect: CodexDialect, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+    """What ``hookcage install codex`` writes.
+
+    ``managed``: :func:`requirements_toml` (needs root): Codex then runs only managed hooks,
+    hookcage's routes among them, and no user, project, session or plugin hook.
+    ``user``: the routes in ``$CODEX_HOME/hooks.json`` (``~/.codex/hooks.json``), the shape of
+    ``HooksFile`` (S config/src/hook_config.rs; D "Where Codex looks for hooks"). Codex keeps
+    its own gates there: a project's hooks load only in a trusted project, and every
+    non-managed hook, hookcage's routes included, runs only once its hash is trusted in /hooks.
+    """
+    command = dispatch_command(hookcage, dialect.name)
+    if mode == "managed":
+        managed_dir = posixpath.dirname(hookcage) if posixpath.isabs(hookcage) else SYSTEM_DIR
+        content, notes = requirements_toml(read(REQUIREMENTS), command, managed_dir or SYSTEM_DIR)
+        edit = FileEdit(REQUIREMENTS, content, why="Codex's managed requirements: only managed hooks run "
+                        "(allow_managed_hooks_only), every event routed to hookcage")
+        return Plan(dialect.name, mode, (edit,), (
+            *notes,
+            "Codex reads requirements.toml when it starts: restart running Codex sessions",
+            "still outside hookcage: other managed hooks (MDM, cloud requirements, /etc/codex/config.toml "
+            "and hooks.json); a repository's own hooks no longer run in Codex",
+        ))
+    path = f"{dialect.user_dir(where)}/hooks.json"
+    edit = claude_shaped(read, path, {"hooks": _route_tables(command)},
+                         "Codex's user hooks: every event routed to hookcage")
+    return Plan(dialect.name, mode, (edit,), (
+        "Codex runs a user hook only once its hash is trusted: start codex, open /hooks and trust "
+        "hookcage's entries (until then Codex skips them)",
+        "still outside hookcage: a repository's .codex hooks that you trust in /hooks inside a project "
+        "you trust in Codex (Codex runs them itself); `hookcage install codex --managed` stops that",
+    ))
 
 
 DIALECT = CodexDialect()

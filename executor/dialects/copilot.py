@@ -69,6 +69,7 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
+from executor.core.install import InstallMode, NotInstallable, Plan, Read, dispatch_command
 from executor.core.matchers import Matcher
 from executor.core.protocol import AgentAnswer, HookOutcome, HookRun, Verdict, _dumps
 from executor.core.text import sanitize
@@ -84,6 +85,7 @@ from executor.dialects.base import (
     project_sources,
 )
 from executor.dialects.cursor import NativeEvent, as_native
+from executor.dialects.routing import json_edit, merge_flat
 
 CAMEL_EVENTS: Mapping[str, str] = {
     "sessionStart": "SessionStart",
@@ -228,6 +230,23 @@ class CopilotDialect(Dialect):
         "exit codes never block (as in Copilot): a hook denies with permissionDecision: deny",
         "userPromptSubmitted cannot block in Copilot: a block there is shown and ignored",
     )
+
+    takeover = (
+        "Copilot CLI cannot be taken over: it runs every .github/hooks/*.json of the repository "
+        "itself (and, in a repository, the inline hooks of .github/copilot/settings.json and "
+        "Claude Code's .claude/settings.json), combined with the user's and the policy hooks, and "
+        "GitHub documents no setting that stops it loading them: the policy directory of the hooks "
+        "reference only adds machine-wide hooks, and disableAllHooks would turn hookcage's routes "
+        "off too. So a repository's hooks still run outside hookcage, on the host, in a folder "
+        "Copilot trusts (in prompt mode -p they load when the folder is trusted, "
+        "GITHUB_COPILOT_PROMPT_MODE_REPO_HOOKS=true or COPILOT_ALLOW_ALL is set). What can still be "
+        "added is hookcage's routing in ~/.copilot/hooks/hookcage.json ($COPILOT_HOME/hooks), so "
+        "hookcage's own hooks and gates run beside Copilot's."
+    )
+
+    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+        """Refused (``takeover``); offer: user-level routing."""
+        raise NotInstallable(self.takeover, offer_plan(self, where, read, hookcage))
 
     # -- files ---------------------------------------------------------------------------
 
@@ -441,6 +460,32 @@ def _why(event: EventSpec, verdict: Verdict) -> str:
     if not verdict.continue_:
         return sanitize(verdict.stop_reason) if verdict.stop_reason else f"stopped by hookcage ({event.name})"
     return block_reason(event, verdict)
+
+
+
+ROUTE_TIMEOUT_SEC = 600
+"""``timeoutSec`` of hookcage's routes: Copilot's default is 30 s and a hook that times out is
+skipped, never a deny (R "Hook failures ... never block")."""
+
+
+def offer_plan(dialect: CopilotDialect, where: Where, read: Read, hookcage: str) -> Plan:
+    """Routing Copilot CLI's camelCase events to hookcage from a user hook file of its own
+    (R: ``~/.copilot/hooks/*.json``, ``$COPILOT_HOME/hooks/``; ``{"version": 1, "hooks":
+    {event: [{type, bash, timeoutSec}]}}``)."""
+    command = dispatch_command(hookcage, dialect.name)
+    base = (home_path(where, "hooks", env="COPILOT_HOME") if where.environ.get("COPILOT_HOME")
+            else home_path(where, ".copilot", "hooks"))
+    entries = {event: {"type": "command", "bash": command, "timeoutSec": ROUTE_TIMEOUT_SEC}
+               for event in (*CAMEL_EVENTS, *OWN_EVENTS)}
+
+    def update(current: dict[str, Any]) -> dict[str, Any]:
+        return merge_flat({"version": 1, **current}, entries, "bash")
+
+    edit = json_edit(read, f"{base}/hookcage.json", update,
+                     "Copilot CLI's user hooks: every event routed to hookcage (beside Copilot's own)")
+    return Plan(dialect.name, "user", (edit,), (
+        "Copilot CLI still runs a repository's .github/hooks itself: hookcage's routes run beside them",
+    ))
 
 
 DIALECT = CopilotDialect()

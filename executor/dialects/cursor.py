@@ -90,8 +90,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from executor.core import linre
-from executor.core.events import EventSpec
+from executor.core.events import EVENTS, EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
+from executor.core.install import InstallMode, NotInstallable, Plan, Read, dispatch_command
 from executor.core.matchers import Matcher
 from executor.core.protocol import UNSET, AgentAnswer, HookOutcome, HookRun, Verdict, _dumps
 from executor.core.text import one_line, sanitize
@@ -106,6 +107,7 @@ from executor.dialects.base import (
     parse_flat_file,
     project_sources,
 )
+from executor.dialects.routing import json_edit, merge_flat
 from executor.errors import PayloadError
 
 MANAGED_FILE = "/etc/cursor/hooks.json"
@@ -263,6 +265,19 @@ class CursorDialect(Dialect):
         "Cursor sends a shell command as both preToolUse and beforeShellExecution: hookcage's own "
         "PreToolUse hooks run for each",
     )
+
+    takeover = (
+        "Cursor cannot be taken over: nothing in Cursor stops it running a repository's "
+        ".cursor/hooks.json itself (once the workspace is trusted, every source's hooks run: "
+        "enterprise, team, project and user, combined), and it can run the repository's Claude "
+        "Code settings hooks too. So the repository's hooks still run outside hookcage, on the host. "
+        "What can still be added is hookcage's routing in ~/.cursor/hooks.json, so hookcage's own "
+        "hooks and gates run beside Cursor's."
+    )
+
+    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+        """Refused (``takeover``); offer: user hooks.json routing."""
+        raise NotInstallable(self.takeover, offer_plan(self, where, read, hookcage))
 
     # -- files ---------------------------------------------------------------------------
 
@@ -532,6 +547,26 @@ def _why(event: EventSpec, verdict: Verdict) -> str:
 def _join(*parts: str | None) -> str | None:
     kept = [p for p in parts if p]
     return "\n".join(kept) if kept else None
+
+
+
+def offer_plan(dialect: CursorDialect, where: Where, read: Read, hookcage: str) -> Plan:
+    """hookcage's routes in ``~/.cursor/hooks.json`` (C1: ``{"version": 1, "hooks": {event:
+    [{command}]}}``): one Cursor event per canonical twin (``preToolUse`` covers shell, MCP and
+    file tools; routing ``beforeShellExecution`` too would run hookcage twice per command), no
+    matcher (absent matches everything)."""
+    command = dispatch_command(hookcage, dialect.name)
+    events = list(dict.fromkeys(dialect.native_event(EVENTS[c]) for c in EVENT_NAMES.values()))
+    entries = {event: {"command": command} for event in events}
+
+    def update(current: dict[str, Any]) -> dict[str, Any]:
+        return merge_flat({"version": 1, **current}, entries, "command")
+
+    edit = json_edit(read, home_path(where, ".cursor", "hooks.json"), update,
+                     "Cursor's user hooks: its events routed to hookcage (beside Cursor's own)")
+    return Plan(dialect.name, "user", (edit,), (
+        "Cursor still runs a repository's .cursor/hooks.json itself: hookcage's routes run beside them",
+    ))
 
 
 DIALECT = CursorDialect()

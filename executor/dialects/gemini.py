@@ -73,6 +73,7 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import FileShape, HookFile, Problem, Scope, parse_hook_file
+from executor.core.install import InstallMode, NotInstallable, Plan, Read, dispatch_command, routes
 from executor.core.matchers import Matcher
 from executor.core.protocol import (
     AgentAnswer,
@@ -92,6 +93,7 @@ from executor.dialects.base import (
     project_sources,
     stop_fields,
 )
+from executor.dialects.routing import claude_shaped
 
 SYSTEM_DIR = "/etc/gemini-cli"
 
@@ -217,6 +219,21 @@ class GeminiDialect(Dialect):
         "settings files with comments (hookcage reads strict JSON; such a file is reported)",
         "extension hooks (hooks/hooks.json inside an extension) are not read",
     )
+
+    takeover = (
+        "Gemini CLI cannot be taken over: it has no setting that stops it running a repository's "
+        ".gemini/settings.json hooks itself; its only gate is folder trust (a trusted folder runs "
+        "them; an untrusted one runs no settings hook at all, the user's included), and "
+        "hooksConfig.enabled: false in the system settings turns every hook off, hookcage's routes "
+        "with them. So in a folder you trust, the repository's hooks still run outside hookcage, "
+        "on the host. What can still be added is hookcage's routing in ~/.gemini/settings.json "
+        "($GEMINI_CLI_HOME/.gemini/settings.json), so hookcage's own hooks and gates run beside "
+        "Gemini's in trusted folders."
+    )
+
+    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+        """Refused (``takeover``); offer: user settings routing."""
+        raise NotInstallable(self.takeover, offer_plan(self, where, read, hookcage))
 
     # -- files ---------------------------------------------------------------------------
 
@@ -396,6 +413,23 @@ class GeminiDialect(Dialect):
         if specific:
             out["hookSpecificOutput"] = {"hookEventName": self.native_event(event), **specific}
         return AgentAnswer(0, _dumps(out) + "\n", "")
+
+
+
+def offer_plan(dialect: GeminiDialect, where: Where, read: Read, hookcage: str) -> Plan:
+    """hookcage's routes in Gemini's user settings: Claude Code's shape with Gemini's event names
+    (hooks/types.ts ``HookDefinition``), the events with a canonical twin (BeforeTool, AfterTool,
+    BeforeAgent, AfterAgent, PreCompress, SessionStart, SessionEnd, Notification); ``"*"`` on the
+    events whose matcher Gemini reads (hookPlanner.ts: ``""``/``"*"``/absent match all)."""
+    command = dispatch_command(hookcage, dialect.name)
+    events = list(EVENT_NAMES)
+    new = routes(events, command, matcher_events=[e for e in events if EVENT_NAMES[e] in (*TOOL_EVENTS, *TRIGGER_EVENTS)])
+    path = f"{home_path(where, '.gemini', env='GEMINI_CLI_HOME')}/settings.json"
+    edit = claude_shaped(read, path, new, "Gemini CLI's user settings: its events routed to hookcage")
+    return Plan(dialect.name, "user", (edit,), (
+        "Gemini CLI still runs a trusted folder's .gemini/settings.json hooks itself: hookcage's routes "
+        "run beside them (and, like every settings hook, only in a trusted folder)",
+    ))
 
 
 DIALECT = GeminiDialect()

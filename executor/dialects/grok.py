@@ -312,6 +312,15 @@ class GrokDialect(Dialect):
         ".codebuddy/moltbot-hooks.json: intro text and logging settings, not command hooks",
     )
 
+    takeover = (
+        "The TypeScript agent (grok-cli / code-buddy) cannot be taken over: it runs the "
+        "repository's .codebuddy/hooks.json lifecycle hooks itself, with no trust check and no "
+        "setting that turns them off, so they still run outside hookcage, on the host. No routing "
+        "can be added either: its hooks receive no payload (no stdin, no variables), so "
+        "hookcage dispatch would have nothing to decide on."
+    )
+
+
     # -- files ---------------------------------------------------------------------------
 
     def sources(self, where: Where) -> list[HookSource]:

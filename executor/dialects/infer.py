@@ -88,6 +88,16 @@ class InferDialect(Dialect):
         "applies instead",
     )
 
+    takeover = (
+        "infer cannot be taken over: its only switch is the master switch (enabled in the hooks "
+        "file, overridden by INFER_HOOKS_ENABLED), which turns every hook on or off at once, and "
+        "it reads ./.infer/hooks.yaml instead of ~/.infer/hooks.yaml whenever the repository has "
+        "one. So with hooks enabled, the repository's hooks still run outside hookcage, on the "
+        "host; with INFER_HOOKS_ENABLED=false none runs. No routing can be added: a repository's "
+        "file replaces the user's, and infer's hooks only observe (no answer is read)."
+    )
+
+
     # -- files ---------------------------------------------------------------------------
 
     def sources(self, where: Where) -> list[HookSource]:

@@ -53,6 +53,7 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import FileShape, HookFile, Problem, Scope, parse_hook_file
+from executor.core.install import InstallMode, NotInstallable, Plan, Read, dispatch_command, routes
 from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
     UNSET,
@@ -72,6 +73,7 @@ from executor.dialects.base import (
     home_path,
     project_sources,
 )
+from executor.dialects.routing import claude_shaped
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
           "PreCompact", "PostCompact", "Stop")
@@ -255,6 +257,10 @@ class JcodeDialect(Dialect):
                 *outcome.notes, f"jcode cannot block {spec.name}; the block is ignored"))
         return outcome
 
+    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+        """The user file's routes (:func:`install_plan`); ``managed`` is refused."""
+        return install_plan(self, mode, where, read, hookcage)
+
     def render(self, event: EventSpec, verdict: Verdict) -> AgentAnswer:
         """Claude Code's answer, in what jcode reads.
 
@@ -289,6 +295,38 @@ class JcodeDialect(Dialect):
         specific = data.setdefault("hookSpecificOutput", {"hookEventName": self.native_event(event)})
         specific["modifiedResult"] = output if isinstance(output, str) else _dumps(output)
         return AgentAnswer(answer.exit_code, _dumps(data) + "\n", answer.stderr)
+
+
+ROUTE_TIMEOUT = 600
+"""Seconds jcode waits for hookcage's route (its default is 60, and a hook that times out is an
+allow in jcode, ``exec.go``: hookcage may start containers)."""
+
+
+def install_plan(dialect: JcodeDialect, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+    """``~/.jcode/hooks.json`` with every jcode event routed to hookcage (``--user`` only).
+
+    jcode has no managed file (``config.go`` ``Load`` reads the user file and, with
+    ``JCODE_HOOKS_TRUST_PROJECT=1``, the project's two): its switch is that variable, left unset.
+    """
+    if mode == "managed":
+        raise NotInstallable(
+            "jcode has no machine-wide (managed) hook file: it reads ~/.jcode/hooks.json, and a "
+            "repository's .jcode/hooks.json and .jcode/hooks.local.json only when "
+            "JCODE_HOOKS_TRUST_PROJECT=1 is set, so with the variable unset jcode already runs no "
+            "repository hook itself; use `hookcage install jcode --user` for the routing.",
+            install_plan(dialect, "user", where, read, hookcage))
+    command = dispatch_command(hookcage, dialect.name)
+    matcher_events = [e for e in EVENTS if dialect.shape.spec(e).matcher_field]
+    new = routes(EVENTS, command, matcher_events=matcher_events)
+    for groups in new["hooks"].values():
+        for group in groups:
+            group["hooks"] = [{**h, "timeout": ROUTE_TIMEOUT} for h in group["hooks"]]
+    path = home_path(where, ".jcode", "hooks.json")
+    edit = claude_shaped(read, path, new, "jcode's user hooks: every jcode event routed to hookcage")
+    return Plan(dialect.name, mode, (edit,), (
+        "leave JCODE_HOOKS_TRUST_PROJECT unset: with it set to 1 jcode also runs a repository's "
+        ".jcode/hooks.json and .jcode/hooks.local.json itself, outside hookcage",
+    ))
 
 
 def _zero_timeouts(data: Any) -> Any:

@@ -51,6 +51,7 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
+from executor.core.install import InstallMode, NotInstallable, Plan, Read, dispatch_command
 from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
     AgentAnswer,
@@ -69,6 +70,7 @@ from executor.dialects.base import (
     home_path,
     project_sources,
 )
+from executor.dialects.routing import json_edit, merge_flat
 
 EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop")
 GATING = frozenset({"PreToolUse", "UserPromptSubmit"})
@@ -263,6 +265,10 @@ class OkDialect(Dialect):
                                notes=(f"exit 2 does not block {spec.name} in ok (a warning there)",))
         return run.outcome(spec, stdout=b"", stderr=message)
 
+    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+        """The user file's routes (:func:`install_plan`); ``managed`` is refused."""
+        return install_plan(self, mode, where, read, hookcage)
+
     def render(self, event: EventSpec, verdict: Verdict) -> AgentAnswer:
         """Exit 2 + the reason on stderr for a block (or a stop), else exit 0 and nothing."""
         if verdict.blocks:
@@ -271,6 +277,44 @@ class OkDialect(Dialect):
             why = verdict.stop_reason or verdict.reason or f"stopped by hookcage ({event.name})"
             return AgentAnswer(2, "", sanitize(why) + "\n")
         return AgentAnswer(0, "", "")
+
+
+ROUTE_TIMEOUT_MS = {"PreToolUse": 60000, "UserPromptSubmit": 60000, "PostToolUse": 300000, "Stop": 300000}
+"""What ok waits for hookcage's route: its caps (``maxBlockingTimeout`` 60 s on the gating
+events, 300 s elsewhere) rather than its defaults (5 s there, a timeout blocks)."""
+
+
+def route_entries(command: str) -> dict[str, dict[str, Any]]:
+    """ok's flat entries (``HookConfig``): ``match: "*"`` (every tool, ``compileMatch``) where ok
+    reads ``match`` (PreToolUse, PostToolUse), the command, the timeout in milliseconds."""
+    entries: dict[str, dict[str, Any]] = {}
+    for event in EVENTS:
+        entry: dict[str, Any] = {"match": "*"} if event in ("PreToolUse", "PostToolUse") else {}
+        entry.update(command=command, description="hookcage", timeout=ROUTE_TIMEOUT_MS[event])
+        entries[event] = entry
+    return entries
+
+
+def install_plan(dialect: OkDialect, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+    """``~/.ok/settings.json`` with ok's four events routed to hookcage (``--user`` only).
+
+    ok has no machine-wide file (``hook.go`` ``GlobalSettingsPath``); its switch is its own
+    project trust (``~/.ok/trust.json``), which install never writes.
+    """
+    if mode == "managed":
+        raise NotInstallable(
+            "ok has no machine-wide (managed) hook file: it reads ~/.ok/settings.json, and a "
+            "repository's .ok/settings.json only when ~/.ok/trust.json lists the project, so ok runs "
+            "no repository hook itself until you trust a project there; use `hookcage install ok "
+            "--user` for the routing.", install_plan(dialect, "user", where, read, hookcage))
+    command = dispatch_command(hookcage, dialect.name)
+    path = home_path(where, ".ok", "settings.json")
+    edit = json_edit(read, path, lambda current: merge_flat(current, route_entries(command), "command"),
+                     "ok's user settings: its four hook events routed to hookcage")
+    return Plan(dialect.name, mode, (edit,), (
+        "install never adds a project to ~/.ok/trust.json: do not trust one there (`/hooks trust`), or "
+        "ok runs that repository's .ok/settings.json hooks itself, outside hookcage",
+    ))
 
 
 def _tool_args(value: Any) -> dict[str, Any]:
