@@ -15,10 +15,25 @@ from these files, which still pass trust and the allow-list.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from executor.core.events import EVENTS
 from executor.core.hooks import FileShape, HookFile, Scope, parse_hook_file
+from executor.core.install import (
+    NEVER_ROUTED,
+    FileEdit,
+    InstallMode,
+    NotInstallable,
+    Plan,
+    Read,
+    dispatch_command,
+    json_bytes,
+    merge_routes,
+    read_json,
+    routes,
+)
 from executor.dialects.base import Dialect, HookSource, Where, home_path, project_sources
 
 MANAGED_DIR = "/etc/claude-code"
@@ -32,6 +47,71 @@ def settings_hooks(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     return {k: v for k, v in data.items() if k in SETTINGS_KEYS}
+
+
+WRAPPER_MARK = "hookcage-wrapper"
+"""In the head of every wrapper ``hookcage install`` writes: a wrapper looking for the real
+agent on PATH skips files that carry it (itself, and another hookcage wrapper)."""
+MANAGED_DROP_IN = "managed-settings.d/50-hookcage.json"
+
+
+def hookcage_home(where: Where) -> str:
+    """hookcage's home as the edge hands it in (``HOOKCAGE_HOME``), else its default."""
+    return where.environ.get("HOOKCAGE_HOME") or f"{where.home.rstrip('/')}/.config/hookcage"
+
+
+def is_wrapper(content: bytes | None) -> bool:
+    """The file is a wrapper hookcage wrote."""
+    return content is not None and content.startswith(b"#!") and WRAPPER_MARK.encode() in content[:512]
+
+
+def wrapper_script(*, binary: str, title: str, settings: str, fallback: str | None,
+                   passthrough: tuple[str, ...] = (), env: Mapping[str, str] | None = None) -> bytes:
+    """A POSIX sh wrapper: finds the real ``binary`` later on PATH (skipping hookcage's wrappers,
+    this one included; else ``fallback``, found at install time) and runs it with
+    ``--setting-sources user --settings SETTINGS`` before the user's arguments.
+
+    ``passthrough``: subcommands that take no such options (run as they are); ``env``:
+    variables set unless the user set them.
+    """
+    q = shlex.quote
+    lines = [
+        "#!/bin/sh",
+        f"# {WRAPPER_MARK}: {title} through hookcage. Written by `hookcage install {binary} --user`;",
+        f"# `hookcage uninstall {binary}` removes it. It runs the real {binary} (the next one on PATH)",
+        "# with --setting-sources user, so no repository's settings are loaded (their hooks, env,",
+        "# MCP servers), and --settings with hookcage's routes: every event goes to hookcage dispatch.",
+    ]
+    for name, value in (env or {}).items():
+        lines.append(f': "${{{name}:={value}}}"; export {name}')
+    lines += [
+        "real=",
+        "saved_ifs=$IFS; IFS=:",
+        "for dir in $PATH; do",
+        f'  candidate="${{dir:-.}}/{binary}"',
+        '  [ -f "$candidate" ] && [ -x "$candidate" ] || continue',
+        f'  head -c 512 "$candidate" 2>/dev/null | grep -q {WRAPPER_MARK} && continue',
+        '  real=$candidate; break',
+        "done",
+        "IFS=$saved_ifs",
+    ]
+    if fallback:
+        lines.append(f'[ -n "$real" ] || real={q(fallback)}')
+    lines += [
+        'if [ -z "$real" ] || [ ! -x "$real" ]; then',
+        f'  echo "hookcage: no {binary} found on PATH after this wrapper ($0); '
+        f'hookcage uninstall {binary} removes it" >&2',
+        "  exit 127",
+        "fi",
+    ]
+    if passthrough:
+        lines += [
+            'case "${1-}" in',
+            f'  {"|".join(passthrough)}) exec "$real" "$@" ;;',
+            "esac",
+        ]
+    lines.append(f'exec "$real" --setting-sources user --settings {q(settings)} "$@"')
+    return ("\n".join(lines) + "\n").encode()
 
 
 class ClaudeDialect(Dialect):
@@ -61,6 +141,81 @@ class ClaudeDialect(Dialect):
               environ: Mapping[str, str] | None = None) -> HookFile:
         return parse_hook_file(settings_hooks(data), scope=scope, source=source, project_root=project_root,
                                shape=self.shape)
+
+    # -- hookcage install -----------------------------------------------------------------
+
+    binary: str = "claude"
+    routed_events: tuple[str, ...] = tuple(e for e in EVENTS if e not in NEVER_ROUTED)
+    """Every event Claude Code fires but the routing traps."""
+    passthrough: tuple[str, ...] = ()
+    """Subcommands the wrapper runs without its options (none: Claude Code 2.1.330 takes
+    ``--setting-sources``/``--settings`` before ``mcp list``, ``--version``, ``doctor``...)."""
+    wrapper_env: Mapping[str, str] = {}
+
+    def route_settings(self, read: Read, path: str, hookcage: str) -> dict[str, Any]:
+        """The settings at ``path`` with hookcage's routes for every routed event."""
+        new = routes(self.routed_events, dispatch_command(hookcage, self.name),
+                     matcher_events=[e for e in self.routed_events if EVENTS[e].matcher_field])
+        return merge_routes(read_json(read, path), new)
+
+    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+        """``user``: a settings file of routes and a wrapper that runs the agent with
+        ``--setting-sources user --settings FILE``; ``managed``: the managed drop-in with
+        ``allowManagedHooksOnly`` and the routes (see docs/install.md)."""
+        if mode == "managed":
+            return self.install_managed(where, read, hookcage)
+        return self.install_user(where, read, hookcage)
+
+    def install_managed(self, where: Where, read: Read, hookcage: str) -> Plan:
+        if not self.managed_dir:
+            raise NotInstallable(f"{self.title} has no managed settings file to write", None)
+        path = f"{self.managed_dir}/{MANAGED_DROP_IN}"
+        data = self.route_settings(read, path, hookcage)
+        data = {"allowManagedHooksOnly": True, **{k: v for k, v in data.items() if k != "allowManagedHooksOnly"}}
+        raw = read(path)
+        content = raw if raw is not None and read_json(read, path) == data else json_bytes(data)
+        return Plan(self.name, "managed", (FileEdit(path, content, why=(
+            f"{self.title}'s managed drop-in: only managed hooks run (allowManagedHooksOnly), "
+            "every event routed to hookcage")),), (
+            f"{self.title} reads managed settings when it starts: restart running sessions",
+            "still outside hookcage: a repository's env, apiKeyHelper and .mcp.json; a server-managed "
+            "or MDM policy, or a later managed-settings.d file, outranks this one (hookcage doctor checks "
+            "the files)",
+        ))
+
+    def install_user(self, where: Where, read: Read, hookcage: str) -> Plan:
+        settings = f"{hookcage_home(where)}/agents/{self.name}-settings.json"
+        data = self.route_settings(read, settings, hookcage)
+        raw = read(settings)
+        content = raw if raw is not None and read_json(read, settings) == data else json_bytes(data)
+        path_dirs = [d for d in where.environ.get("PATH", "").split(":")]
+        local_bin = f"{where.home.rstrip('/')}/.local/bin"
+        wrapper_dir = local_bin
+        occupied = read(f"{local_bin}/{self.binary}")
+        if occupied is not None and not is_wrapper(occupied):
+            # The native installer's claude lives there (and its updater rewrites it).
+            wrapper_dir = f"{hookcage_home(where)}/bin"
+        wrapper = f"{wrapper_dir}/{self.binary}"
+        found = [f"{d or '.'}/{self.binary}" for d in path_dirs]
+        real = next((p for p in found if p != wrapper and (c := read(p)) is not None and not is_wrapper(c)), None)
+        script = wrapper_script(binary=self.binary, title=self.title, settings=settings, fallback=real,
+                                passthrough=self.passthrough, env=self.wrapper_env)
+        notes = []
+        position = path_dirs.index(wrapper_dir) if wrapper_dir in path_dirs else None
+        ahead = position is not None and (real is None or position < found.index(real))
+        if not ahead:
+            notes.append(f"put {wrapper_dir} ahead of {real.rsplit('/', 1)[0] if real else 'the real one'} "
+                         f'on PATH (e.g. export PATH="{wrapper_dir}:$PATH" in ~/.bashrc): until then plain '
+                         f"`{self.binary}` runs repositories' hooks itself (hookcage doctor checks it)")
+        if real is None:
+            notes.append(f"no {self.binary} found on PATH: the wrapper runs the first one after it once installed")
+        notes.append(f"still outside hookcage: a {self.binary} started another way (an IDE, an absolute path) "
+                     "skips the wrapper and runs a repository's hooks itself")
+        return Plan(self.name, "user", (
+            FileEdit(settings, content, why=f"hookcage's routes for {self.title}: every event to hookcage dispatch"),
+            FileEdit(wrapper, script, 0o755, why=(
+                f"runs the real {self.binary} with --setting-sources user --settings {settings}")),
+        ), tuple(notes))
 
 
 DIALECT = ClaudeDialect()

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from executor.core.hooks import FileShape
+from executor.core.install import InstallMode, NotInstallable, Plan, Read
+from executor.dialects.base import Where
 from executor.dialects.claude import ClaudeDialect
 
 
@@ -37,6 +39,31 @@ class CodeBuddyDialect(ClaudeDialect):
     # "generation_id": "...", "model": "..."}); Claude Code sends none of them (only
     # SessionStart's model), Cursor's generation_id comes without client and version.
     recognised_by = ("client", "version", "generation_id")
+
+    # -- hookcage install (Claude Code's, with these differences) -----------------------------
+    binary = "codebuddy"
+    routed_events = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Notification",
+                     "SubagentStop", "Stop", "PreCompact", "SessionEnd")
+    """The events CodeBuddy Code 2.163 fires (Claude Code's names; AGENTS.md)."""
+    passthrough = ("config", "mcp", "sandbox", "plugin", "project", "doctor", "update", "install", "cleanup",
+                   "daemon", "ps", "logs", "attach", "kill", "stop", "rm", "respawn", "agents", "auto-mode")
+    """Its subcommands (``codebuddy --help``, 2.163.0): their own subcommands refuse
+    ``--setting-sources`` given before them (``codebuddy --setting-sources user mcp list``:
+    "unknown option"), so the wrapper runs them as they are."""
+    wrapper_env: Mapping[str, str] = {"CODEBUDDY_DISABLE_CUSTOM_MODELS_FILE": "1"}
+    """Without it CodeBuddy reads a repository's ``.codebuddy/models.json`` (models with their
+    endpoints and keys) even under ``--setting-sources user``; it also skips the user's own
+    ``~/.codebuddy/models.json`` (set it to 0 to read both)."""
+
+    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
+        if mode == "managed":
+            raise NotInstallable(
+                "CodeBuddy Code has no managed settings file: its policy settings live in the process "
+                "(set by its host, never read from disk; CodeBuddy Code 2.163), so there is no machine-wide "
+                "switch that stops it loading a repository's .codebuddy hooks. `hookcage install codebuddy "
+                "--user` takes it over for your user: a wrapper runs codebuddy with --setting-sources user "
+                "and hookcage's routes.", self.install_user(where, read, hookcage))
+        return self.install_user(where, read, hookcage)
 
 
 DIALECT = CodeBuddyDialect()

@@ -1,0 +1,124 @@
+"""``hookcage install claude`` / ``codebuddy``: the plans (pure), and the wrapper run by a real sh."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from executor.core.install import NEVER_ROUTED, NotInstallable, dispatch_command
+from executor.dialects.base import Where
+from executor.dialects.claude import DIALECT as CLAUDE
+from executor.dialects.claude import is_wrapper
+from executor.dialects.codebuddy import DIALECT as CODEBUDDY
+
+HOOKCAGE = "/opt/hc/bin/hookcage"
+
+
+def where(path: str = "/home/u/.local/bin:/usr/bin") -> Where:
+    return Where(None, "/home/u", {"PATH": path, "HOOKCAGE_HOME": "/home/u/.config/hookcage"})
+
+
+def reader(files: dict[str, bytes]):  # type: ignore[no-untyped-def]
+    return lambda path: files.get(path)
+
+
+def test_user_plan_routes_every_event_but_the_traps_and_wraps_claude() -> None:
+    plan = CLAUDE.install("user", where(), reader({"/usr/bin/claude": b"\x7fELF..."}), HOOKCAGE)
+    settings, wrapper = plan.edits
+    assert settings.path == "/home/u/.config/hookcage/agents/claude-settings.json"
+    data = json.loads(settings.content or b"")
+    assert set(data["hooks"]) == set(CLAUDE.routed_events) and len(data["hooks"]) == 28
+    assert not set(data["hooks"]) & NEVER_ROUTED
+    command = dispatch_command(HOOKCAGE, "claude")
+    assert data["hooks"]["PreToolUse"] == [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]
+    assert data["hooks"]["Stop"] == [{"hooks": [{"type": "command", "command": command}]}]
+    assert (wrapper.path, wrapper.mode) == ("/home/u/.local/bin/claude", 0o755)
+    script = (wrapper.content or b"").decode()
+    assert is_wrapper(wrapper.content) and "real=/usr/bin/claude" in script
+    assert script.endswith(f'exec "$real" --setting-sources user --settings {settings.path} "$@"\n')
+    assert not any("ahead" in n for n in plan.notes)
+
+
+def test_a_path_without_local_bin_first_is_one_note() -> None:
+    plan = CLAUDE.install("user", where("/usr/bin:/home/u/.local/bin"), reader({"/usr/bin/claude": b"x"}), HOOKCAGE)
+    (note,) = [n for n in plan.notes if "ahead" in n]
+    assert note.startswith("put /home/u/.local/bin ahead of /usr/bin on PATH")
+
+
+def test_the_native_installer_s_claude_is_never_replaced() -> None:
+    files = {"/home/u/.local/bin/claude": b"\x7fELF native build"}
+    plan = CLAUDE.install("user", where(), reader(files), HOOKCAGE)
+    assert plan.edits[1].path == "/home/u/.config/hookcage/bin/claude"
+    assert "real=/home/u/.local/bin/claude" in (plan.edits[1].content or b"").decode()
+    assert any(n.startswith("put /home/u/.config/hookcage/bin ahead of /home/u/.local/bin") for n in plan.notes)
+
+
+def test_install_keeps_what_the_user_added_and_is_stable() -> None:
+    first = CLAUDE.install("user", where(), reader({}), HOOKCAGE)
+    settings = first.edits[0]
+    mine = json.loads(settings.content or b"")
+    mine["model"] = "opus"
+    files = {settings.path: json.dumps(mine).encode(), first.edits[1].path: first.edits[1].content or b""}
+    again = CLAUDE.install("user", where(), reader(files), HOOKCAGE)
+    assert again.edits[0].content == files[settings.path], "nothing to add: the file's own bytes are kept"
+    assert again.edits[1].content == files[first.edits[1].path]
+
+
+def test_managed_drop_in_sets_allow_managed_hooks_only_and_the_routes() -> None:
+    plan = CLAUDE.install("managed", where(), reader({}), HOOKCAGE)
+    (edit,) = plan.edits
+    assert edit.path == "/etc/claude-code/managed-settings.d/50-hookcage.json"
+    data = json.loads(edit.content or b"")
+    assert data["allowManagedHooksOnly"] is True and len(data["hooks"]) == 28
+    assert (edit.content or b"").endswith(b"}\n") and b'\n  "allowManagedHooksOnly": true,\n' in (edit.content or b"")
+
+
+def test_codebuddy_routes_its_events_and_sets_its_models_switch() -> None:
+    plan = CODEBUDDY.install("user", where("/home/u/.local/bin:/opt/cb"), reader({"/opt/cb/codebuddy": b"x"}),
+                             HOOKCAGE)
+    settings, wrapper = plan.edits
+    assert settings.path.endswith("/agents/codebuddy-settings.json")
+    assert list(json.loads(settings.content or b"")["hooks"]) == list(CODEBUDDY.routed_events)
+    script = (wrapper.content or b"").decode()
+    assert wrapper.path == "/home/u/.local/bin/codebuddy"
+    assert ': "${CODEBUDDY_DISABLE_CUSTOM_MODELS_FILE:=1}"; export CODEBUDDY_DISABLE_CUSTOM_MODELS_FILE' in script
+    assert "  config|mcp|" in script and dispatch_command(HOOKCAGE, "codebuddy") in (settings.content or b"").decode()
+
+
+def test_codebuddy_has_no_managed_file_and_offers_the_user_takeover() -> None:
+    with pytest.raises(NotInstallable, match="no managed settings file") as caught:
+        CODEBUDDY.install("managed", where(), reader({}), HOOKCAGE)
+    assert caught.value.offer is not None and caught.value.offer.mode == "user"
+
+
+def test_the_wrapper_finds_the_real_agent_later_on_path_skipping_itself(tmp_path: Path) -> None:
+    """Run by /bin/sh: the first PATH entry is the wrapper, another hookcage wrapper is skipped,
+    the real binary gets the options before the user's arguments; a passthrough subcommand none."""
+    wrap, other, real = (tmp_path / d for d in ("wrap", "other", "real"))
+    for d in (wrap, other, real):
+        d.mkdir()
+    plan = CODEBUDDY.install("user", Where(None, str(tmp_path), {"PATH": f"{wrap}:{other}:{real}"}),
+                             reader({}), HOOKCAGE)
+    script = plan.edits[1].content or b""
+    for d in (wrap, other):
+        (d / "codebuddy").write_bytes(script)
+        (d / "codebuddy").chmod(0o755)
+    (real / "codebuddy").write_text('#!/bin/sh\necho "$CODEBUDDY_DISABLE_CUSTOM_MODELS_FILE" "$@"\n')
+    (real / "codebuddy").chmod(0o755)
+    env = {"PATH": f"{wrap}:{other}:{real}:/usr/bin:/bin"}
+
+    def run(*args: str, **extra: str) -> str:
+        return subprocess.run(["codebuddy", *args], env={**env, **extra}, capture_output=True, text=True,
+                              check=True, timeout=10).stdout
+
+    settings = plan.edits[0].path
+    assert run("-p", "hi there") == f"1 --setting-sources user --settings {settings} -p hi there\n"
+    assert run("mcp", "list") == "1 mcp list\n"
+    assert run("--version", CODEBUDDY_DISABLE_CUSTOM_MODELS_FILE="0").startswith("0 --setting-sources user")
+    os.unlink(real / "codebuddy")
+    proc = subprocess.run(["codebuddy"], env=env, capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 127 and "no codebuddy found on PATH" in proc.stderr
