@@ -907,6 +907,7 @@ def doctor() -> None:
         click.echo(f"[{'ok' if ok else '!!'}] {what}" + (f"\n     fix: {fix}" if not ok and fix else ""))
 
     report(True, f"hookcage {__version__}, home {settings.home}")
+    _doctor_agents(report, settings.home)
     try:
         client = default_client()
         info = engine_info(client)
@@ -938,6 +939,18 @@ def doctor() -> None:
     click.echo("all good" if not problems else f"{problems} problem(s) found")
     if problems:
         raise CliExit(1)
+
+
+def _doctor_agents(report: Any, home: Path) -> None:
+    """The agents section: routing installed, repository hooks the agent would run itself, PATH order."""
+    from executor.config import project_root
+    from executor.installer import agent_checks
+
+    checks = agent_checks(home=home, user_home=os.environ.get("HOME") or str(Path.home()),
+                          environ=os.environ, root=project_root())
+    click.echo("agents:" if checks else "agents: none on PATH or configured in this repository")
+    for check in checks:
+        report(check.ok, check.what, check.fix)
 
 
 def shutil_which(name: str) -> str | None:

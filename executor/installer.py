@@ -389,5 +389,103 @@ def uninstall(agent: str, mode: InstallMode, *, home: Path) -> Outcome:
     return Outcome(tuple(lines), tuple(refused), changed=len(lines) - len(refused))
 
 
-__all__ = ["Change", "InstallError", "NotInstallable", "Outcome", "apply", "changes", "diff",
-           "hookcage_command", "load_manifest", "make_plan", "read_current", "state_dir", "uninstall"]
+# -- doctor ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of ``hookcage doctor``'s agents section."""
+
+    ok: bool
+    what: str
+    fix: str = ""
+
+
+def _repo_files(dialect: Any, where: Any) -> list[str]:
+    from glob import glob
+
+    from executor.core.hooks import Scope
+
+    found = []
+    for source in dialect.sources(where):
+        if source.scope not in (Scope.PROJECT, Scope.LOCAL):
+            continue
+        paths = sorted(glob(source.path)) if source.glob else [source.path]
+        found += [p for p in paths if os.path.isfile(p)]
+    return found
+
+
+def agent_checks(*, home: Path, user_home: str, environ: Mapping[str, str], root: Path,
+                 managed_root: str = "") -> list[Check]:
+    """For each agent on PATH or configured in this repository: whether hookcage's routing is
+    installed, whether the agent would still run this repository's hooks itself (naming the
+    file), and for a wrapper, whether it comes first on PATH."""
+    from executor.dialects import DIALECTS
+    from executor.dialects.base import Where
+    from executor.dialects.claude import MANAGED_DROP_IN, ClaudeDialect, is_wrapper
+
+    out: list[Check] = []
+    where = Where(str(root), user_home, dict(environ))
+    search = environ.get("PATH", "")
+    for name, dialect in DIALECTS.items():
+        binary = getattr(dialect, "binary", name)
+        on_path = shutil.which(binary, path=search)
+        files = [os.path.relpath(f, root) for f in _repo_files(dialect, where)]
+        if on_path is None and not files:
+            continue
+        installed = [m for m in ("user", "managed")
+                     if load_manifest(state_dir(home, name, m)) is not None]
+        head = f"{name}: " + (f"{binary} is {on_path}" if on_path else f"{binary} not on PATH")
+        if not installed:
+            out.append(Check(not files, f"{head}; hookcage's routing not installed"
+                             + (f"; it would run this repository's hooks itself ({', '.join(files)})" if files else ""),
+                             f"hookcage install {name}"))
+            continue
+        out.append(Check(True, f"{head}; hookcage's routing installed ({', '.join(installed)})"))
+        if isinstance(dialect, ClaudeDialect) and installed == ["user"]:
+            wrapper = read_current(on_path) if on_path else None
+            if on_path and not is_wrapper(wrapper):
+                manifest = load_manifest(state_dir(home, name, "user")) or {"files": []}
+                ours = next((f["path"] for f in manifest["files"] if f["path"].endswith(f"/bin/{binary}")), None)
+                folder = os.path.dirname(ours) if ours else "the wrapper's folder"
+                out.append(Check(False, f"{name}: `{binary}` on PATH is {on_path}, not hookcage's wrapper: it "
+                                 "runs repositories' hooks itself" + (f" ({', '.join(files)})" if files else ""),
+                                 f'put {folder} ahead of {os.path.dirname(on_path)} on PATH '
+                                 f'(export PATH="{folder}:$PATH" in ~/.bashrc)'))
+            elif on_path:
+                out.append(Check(True, f"{name}: `{binary}` on PATH is hookcage's wrapper"))
+        if isinstance(dialect, ClaudeDialect) and "managed" in installed and dialect.managed_dir:
+            ours_name = os.path.basename(MANAGED_DROP_IN)
+            folder = on_disk(f"{dialect.managed_dir}/managed-settings.d", managed_root)
+            later = sorted(n for n in (os.listdir(folder) if os.path.isdir(folder) else [])
+                           if n.endswith(".json") and n > ours_name)
+            outranking = []
+            for n in later:
+                with contextlib.suppress(OSError, ValueError):
+                    data = json.loads(Path(folder, n).read_text())
+                    if isinstance(data, dict) and data.get("allowManagedHooksOnly") is False:
+                        outranking.append(n)
+            out.append(Check(not outranking, f"{name}: no later managed-settings.d file turns "
+                             "allowManagedHooksOnly off" + (f" (it is: {', '.join(outranking)})" if outranking else "")
+                             + "; a server-managed or MDM policy cannot be checked from here",
+                             "remove allowManagedHooksOnly: false from those files"))
+    return out
+
+
+__all__ = [
+    "Change",
+    "Check",
+    "InstallError",
+    "NotInstallable",
+    "Outcome",
+    "agent_checks",
+    "apply",
+    "changes",
+    "diff",
+    "hookcage_command",
+    "load_manifest",
+    "make_plan",
+    "read_current",
+    "state_dir",
+    "uninstall",
+]

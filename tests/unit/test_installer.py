@@ -132,3 +132,33 @@ def test_a_big_file_reads_as_its_head(tmp_path: Path) -> None:
     head = installer.read_current(str(big))
     assert head is not None and len(head) == installer.PREFIX and head.startswith(b"\x7fELF")
     assert installer.read_current(str(tmp_path / "absent")) is None
+
+
+def test_doctor_names_the_file_the_agent_would_still_run_and_the_path_order(tmp_path: Path, home: Path) -> None:
+    from executor.dialects.base import Where
+    from executor.dialects.claude import DIALECT as CLAUDE
+
+    repo, user_home, real = tmp_path / "repo", tmp_path / "u", tmp_path / "real"
+    (repo / ".claude").mkdir(parents=True)
+    (repo / ".claude" / "settings.json").write_text('{"hooks": {}}')
+    real.mkdir()
+    (real / "claude").write_text("#!/bin/sh\n")
+    (real / "claude").chmod(0o755)
+    local_bin = user_home / ".local" / "bin"
+    env = {"PATH": f"{real}:{local_bin}", "HOOKCAGE_HOME": str(home)}
+
+    def checks() -> list[installer.Check]:
+        return [c for c in installer.agent_checks(home=home, user_home=str(user_home), environ=env, root=repo)
+                if c.what.startswith("claude:")]
+
+    (before,) = checks()
+    assert not before.ok and "would run this repository's hooks itself (.claude/settings.json)" in before.what
+    assert before.fix == "hookcage install claude"
+    plan = CLAUDE.install("user", Where(None, str(user_home), env), installer.read_current, "/x/hookcage")
+    installer.apply(plan, home=home)
+    installed, order = checks()
+    assert installed.ok and "routing installed (user)" in installed.what
+    assert not order.ok and f"`claude` on PATH is {real}/claude, not hookcage's wrapper" in order.what
+    assert order.fix.startswith(f"put {local_bin} ahead of {real} on PATH")
+    env["PATH"] = f"{local_bin}:{real}"
+    assert [c.ok for c in checks()] == [True, True]
