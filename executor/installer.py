@@ -437,8 +437,10 @@ def agent_checks(*, home: Path, user_home: str, environ: Mapping[str, str], root
                      if load_manifest(state_dir(home, name, m)) is not None]
         head = f"{name}: " + (f"{binary} is {on_path}" if on_path else f"{binary} not on PATH")
         if not installed:
+            runs = ("it would run this repository's hooks itself" if on_path else
+                    "this repository carries its hooks; wherever it runs, it would run them itself")
             out.append(Check(not files, f"{head}; hookcage's routing not installed"
-                             + (f"; it would run this repository's hooks itself ({', '.join(files)})" if files else ""),
+                             + (f"; {runs} ({', '.join(files)})" if files else ""),
                              f"hookcage install {name}"))
             continue
         out.append(Check(True, f"{head}; hookcage's routing installed ({', '.join(installed)})"))

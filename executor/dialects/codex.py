@@ -83,6 +83,7 @@ from executor.core.install import (
     NotInstallable,
     Plan,
     Read,
+    claude_shaped,
     dispatch_command,
     routes,
 )
@@ -103,7 +104,6 @@ from executor.dialects.base import (
     home_path,
     project_sources,
 )
-from executor.dialects.routing import claude_shaped
 
 SYSTEM_DIR = "/etc/codex"
 DEFAULT_TIMEOUT = 600.0

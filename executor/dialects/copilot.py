@@ -69,7 +69,15 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
-from executor.core.install import InstallMode, NotInstallable, Plan, Read, dispatch_command
+from executor.core.install import (
+    InstallMode,
+    NotInstallable,
+    Plan,
+    Read,
+    dispatch_command,
+    json_edit,
+    merge_flat,
+)
 from executor.core.matchers import Matcher
 from executor.core.protocol import AgentAnswer, HookOutcome, HookRun, Verdict, _dumps
 from executor.core.text import sanitize
@@ -85,7 +93,6 @@ from executor.dialects.base import (
     project_sources,
 )
 from executor.dialects.cursor import NativeEvent, as_native
-from executor.dialects.routing import json_edit, merge_flat
 
 CAMEL_EVENTS: Mapping[str, str] = {
     "sessionStart": "SessionStart",

@@ -92,7 +92,15 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EVENTS, EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
-from executor.core.install import InstallMode, NotInstallable, Plan, Read, dispatch_command
+from executor.core.install import (
+    InstallMode,
+    NotInstallable,
+    Plan,
+    Read,
+    dispatch_command,
+    json_edit,
+    merge_flat,
+)
 from executor.core.matchers import Matcher
 from executor.core.protocol import UNSET, AgentAnswer, HookOutcome, HookRun, Verdict, _dumps
 from executor.core.text import one_line, sanitize
@@ -107,7 +115,6 @@ from executor.dialects.base import (
     parse_flat_file,
     project_sources,
 )
-from executor.dialects.routing import json_edit, merge_flat
 from executor.errors import PayloadError
 
 MANAGED_FILE = "/etc/cursor/hooks.json"

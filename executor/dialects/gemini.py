@@ -73,7 +73,15 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import FileShape, HookFile, Problem, Scope, parse_hook_file
-from executor.core.install import InstallMode, NotInstallable, Plan, Read, dispatch_command, routes
+from executor.core.install import (
+    InstallMode,
+    NotInstallable,
+    Plan,
+    Read,
+    claude_shaped,
+    dispatch_command,
+    routes,
+)
 from executor.core.matchers import Matcher
 from executor.core.protocol import (
     AgentAnswer,
@@ -93,7 +101,6 @@ from executor.dialects.base import (
     project_sources,
     stop_fields,
 )
-from executor.dialects.routing import claude_shaped
 
 SYSTEM_DIR = "/etc/gemini-cli"
 

@@ -53,7 +53,15 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import FileShape, HookFile, Problem, Scope, parse_hook_file
-from executor.core.install import InstallMode, NotInstallable, Plan, Read, dispatch_command, routes
+from executor.core.install import (
+    InstallMode,
+    NotInstallable,
+    Plan,
+    Read,
+    claude_shaped,
+    dispatch_command,
+    routes,
+)
 from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
     UNSET,
@@ -73,7 +81,6 @@ from executor.dialects.base import (
     home_path,
     project_sources,
 )
-from executor.dialects.routing import claude_shaped
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
           "PreCompact", "PostCompact", "Stop")

@@ -51,7 +51,15 @@ from typing import Any
 from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
-from executor.core.install import InstallMode, NotInstallable, Plan, Read, dispatch_command
+from executor.core.install import (
+    InstallMode,
+    NotInstallable,
+    Plan,
+    Read,
+    dispatch_command,
+    json_edit,
+    merge_flat,
+)
 from executor.core.matchers import Aliases, Matcher, _itself
 from executor.core.protocol import (
     AgentAnswer,
@@ -70,7 +78,6 @@ from executor.dialects.base import (
     home_path,
     project_sources,
 )
-from executor.dialects.routing import json_edit, merge_flat
 
 EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop")
 GATING = frozenset({"PreToolUse", "UserPromptSubmit"})

@@ -388,3 +388,15 @@ def test_hookcage_dispatch_inside_a_hook_answers_at_once(cli: Cli) -> None:
     proc = cli.run("dispatch", "Stop", stdin=b"not even json", HOOKCAGE_IN_HOOK="1")
     assert (proc.returncode, proc.stdout) == (0, "{}\n")
     assert "called from inside a hook" in proc.stderr
+
+
+@pytest.mark.parametrize("agent", ["gemini", "cursor", "copilot", "grok", "infer"])
+def test_install_refuses_an_agent_it_cannot_take_over_and_writes_nothing(cli: Cli, tmp_path: Path, agent: str) -> None:
+    home = tmp_path / "user"
+    home.mkdir()
+    proc = cli.run("install", agent, HOME=str(home))
+    assert proc.returncode == 1 and proc.stdout == ""
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith(f"hookcage: cannot take {agent} over") and "cannot be taken over" in first
+    assert "outside hookcage" in first or "runs" in first
+    assert list(home.iterdir()) == []  # refused: nothing written, no routing added unasked
