@@ -9,9 +9,10 @@ with an input rewrite, and a Stop hook that blocks once.
 
 Managed mode: Claude Code 2.1.330 reads its managed files only from
 ``/etc/claude-code`` on Linux (the bundled JS's ``CXi()`` override returns
-nothing; ``CLAUDE_CODE_MANAGED_SETTINGS_PATH`` was measured to be ignored), so
-the real-CLI managed test is skipped with that reason; the managed plan is
-written under the test's root by the edge's ``root`` prefix instead.
+nothing; ``CLAUDE_CODE_MANAGED_SETTINGS_PATH`` was measured to be ignored).
+The managed plan is written under the test's root by the edge's ``root``
+prefix, and the real CLI runs in a disposable view of ``/etc`` (an overlay in
+a private mount namespace): the machine's ``/etc`` is never written.
 """
 
 from __future__ import annotations
@@ -237,7 +238,24 @@ def test_install_twice_uninstall_restores_dry_run_writes_nothing(agent: Agent, u
     assert not (user.local_bin / user.agent).exists() and not (user.user_home / ".local").exists()
 
 
-def test_managed_plan_under_a_test_root(tmp_path: Path, user: User) -> None:
+# Claude Code reads its managed files only from /etc/claude-code: the managed run happens in a
+# disposable view of /etc, an overlay in a private mount namespace (unshare), so the drop-in is
+# seen by that process alone and nothing is written to the machine's /etc.
+IN_NAMESPACE = (
+    'set -e; mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/upper,workdir=$1/work" /etc; '
+    'mkdir -p /etc/claude-code/managed-settings.d; cp "$2" /etc/claude-code/managed-settings.d/; '
+    'shift 2; exec "$@"'
+)
+
+
+def in_disposable_etc(overlay: Path, drop_in: Path, argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    for name in ("upper", "work"):
+        (overlay / name).mkdir(parents=True, exist_ok=True)
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", IN_NAMESPACE, "sh",
+                           str(overlay), str(drop_in), *argv], capture_output=True, text=True, **kw)
+
+
+def test_managed_install_runs_through_hookcage_in_a_disposable_etc(tmp_path: Path, user: User, agent: Agent, model: ModelStandIn) -> None:
     if user.agent == "codebuddy":
         proc = user.hookcage("install", "codebuddy", "--managed")
         assert proc.returncode == 1 and "no managed settings file" in proc.stderr
@@ -249,8 +267,31 @@ def test_managed_plan_under_a_test_root(tmp_path: Path, user: User) -> None:
     drop_in = root / "etc/claude-code/managed-settings.d/50-hookcage.json"
     assert json.loads(drop_in.read_text())["allowManagedHooksOnly"] is True
     assert installer.apply(plan, home=user.home, root=str(root)).changed == 0
+
+    probe = in_disposable_etc(tmp_path / "probe", drop_in, ["true"], timeout=30)
+    if probe.returncode != 0:
+        pytest.skip("a disposable /etc needs a private mount namespace and overlayfs (root, CAP_SYS_ADMIN); "
+                    f"here: {probe.stderr.strip()[:200]}")
+    assert not Path("/etc/claude-code/managed-settings.d/50-hookcage.json").exists() or \
+        Path("/etc/claude-code/managed-settings.d/50-hookcage.json").read_bytes() != drop_in.read_bytes()
+
+    def claude(prompt: str, overlay: str) -> tuple[subprocess.CompletedProcess[str], str]:
+        sid = agent.session_id()
+        argv = [str(user.bin / "claude"), "-p", prompt, "--session-id", sid]  # plain claude: no switch of its own
+        return in_disposable_etc(tmp_path / overlay, drop_in, argv, cwd=user.root, env=agent.environment(),
+                                 timeout=240, stdin=subprocess.DEVNULL), sid
+
+    proc, session = claude("hello before trust", "run1")
+    assert REPLY in proc.stdout, output(proc)
+    assert not user.marker.exists(), "allowManagedHooksOnly did not stop Claude Code running the project's hook"
+    records = user.log(session)
+    assert records and {(r["outcome"], r["skip_reason"]) for r in records} == {("skipped", "untrusted")}, \
+        "the managed routes did not reach hookcage"
+    assert user.hookcage("trust", "--all", "--yes").returncode == 0
+    proc, session = claude("hello after trust", "run2")
+    assert REPLY in proc.stdout, output(proc)
+    assert not user.marker.exists()
+    (start,) = [r for r in user.log(session) if r["event"] == "SessionStart"]
+    assert start["outcome"] == "ran" and start["sandbox"].startswith("docker(")
     installer.uninstall("claude", "managed", home=user.home)
     assert not root.exists()
-    pytest.skip("Claude Code 2.1.330 reads managed settings only from /etc/claude-code on Linux "
-                "(CLAUDE_CODE_MANAGED_SETTINGS_PATH is ignored): the real CLI cannot be pointed at the test's "
-                "managed file")
