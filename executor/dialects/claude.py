@@ -86,14 +86,17 @@ def wrapper_script(*, binary: str, title: str, settings: str, fallback: str | No
         lines.append(f': "${{{name}:={value}}}"; export {name}')
     lines += [
         "real=",
-        "saved_ifs=$IFS; IFS=:",
+        # Absolute entries only: an empty or relative entry ("." or "bin") would let the
+        # repository being worked on supply its own "claude". No globbing of the entries.
+        "saved_ifs=$IFS; IFS=:; set -f",
         "for dir in $PATH; do",
-        f'  candidate="${{dir:-.}}/{binary}"',
+        '  case $dir in /*) ;; *) continue ;; esac',
+        f'  candidate="$dir/{binary}"',
         '  [ -f "$candidate" ] && [ -x "$candidate" ] || continue',
         f'  head -c 512 "$candidate" 2>/dev/null | grep -q {WRAPPER_MARK} && continue',
         '  real=$candidate; break',
         "done",
-        "IFS=$saved_ifs",
+        "IFS=$saved_ifs; set +f",
     ]
     if fallback:
         lines.append(f'[ -n "$real" ] || real={q(fallback)}')

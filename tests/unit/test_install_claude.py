@@ -122,3 +122,21 @@ def test_the_wrapper_finds_the_real_agent_later_on_path_skipping_itself(tmp_path
     os.unlink(real / "codebuddy")
     proc = subprocess.run(["codebuddy"], env=env, capture_output=True, text=True, timeout=10)
     assert proc.returncode == 127 and "no codebuddy found on PATH" in proc.stderr
+
+
+def test_the_wrapper_never_takes_the_agent_from_a_relative_path_entry(tmp_path: Path) -> None:
+    """A repository carrying its own `claude` cannot slip it in through "." or an empty PATH entry."""
+    wrap, real, repo = (tmp_path / d for d in ("wrap", "real", "repo"))
+    for d in (wrap, real, repo):
+        d.mkdir()
+    plan = CLAUDE.install("user", Where(None, str(tmp_path), {"PATH": f"{wrap}:{real}"}), reader({}), HOOKCAGE)
+    wrapper = next(e for e in plan.edits if e.mode == 0o755)
+    (wrap / "claude").write_bytes(wrapper.content or b"")
+    (wrap / "claude").chmod(0o755)
+    for d, said in ((repo, "repository"), (real, "real")):
+        (d / "claude").write_text(f'#!/bin/sh\necho {said} "$@"\n')
+        (d / "claude").chmod(0o755)
+    for path in (f"{wrap}::{real}:/usr/bin:/bin", f"{wrap}:.:{real}:/usr/bin:/bin", f"{wrap}:*:{real}:/bin"):
+        out = subprocess.run([str(wrap / "claude"), "-p", "x"], cwd=repo, env={"PATH": path},
+                             capture_output=True, text=True, timeout=10)
+        assert out.stdout.startswith("real --setting-sources user"), (path, out.stdout, out.stderr)
