@@ -370,7 +370,12 @@ class Dialect:
         Raises:
             NotInstallable: this agent (or this mode) cannot be taken over; says what still runs.
         """
-        raise NotInstallable(self.takeover or f"hookcage cannot take {self.title} over yet")
+        raise NotInstallable(self.takeover or f"hookcage cannot take {self.title} over yet",
+                             self.offer(where, read, hookcage))
+
+    def offer(self, where: Where, read: Read, hookcage: str) -> Plan | None:
+        """The routing that can still be added to an agent :meth:`install` refuses (None: none)."""
+        return None
 
     # -- description ---------------------------------------------------------------------
 

@@ -93,8 +93,6 @@ from executor.core import linre
 from executor.core.events import EVENTS, EventSpec
 from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
 from executor.core.install import (
-    InstallMode,
-    NotInstallable,
     Plan,
     Read,
     dispatch_command,
@@ -282,9 +280,9 @@ class CursorDialect(Dialect):
         "hooks and gates run beside Cursor's."
     )
 
-    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
-        """Refused (``takeover``); offer: user hooks.json routing."""
-        raise NotInstallable(self.takeover, offer_plan(self, where, read, hookcage))
+    def offer(self, where: Where, read: Read, hookcage: str) -> Plan | None:
+        """``install`` is refused (``takeover``); this routing can still be added."""
+        return offer_plan(self, where, read, hookcage)
 
     # -- files ---------------------------------------------------------------------------
 

@@ -74,8 +74,6 @@ from executor.core import linre
 from executor.core.events import EventSpec
 from executor.core.hooks import FileShape, HookFile, Problem, Scope, parse_hook_file
 from executor.core.install import (
-    InstallMode,
-    NotInstallable,
     Plan,
     Read,
     claude_shaped,
@@ -238,9 +236,9 @@ class GeminiDialect(Dialect):
         "Gemini's in trusted folders."
     )
 
-    def install(self, mode: InstallMode, where: Where, read: Read, hookcage: str) -> Plan:
-        """Refused (``takeover``); offer: user settings routing."""
-        raise NotInstallable(self.takeover, offer_plan(self, where, read, hookcage))
+    def offer(self, where: Where, read: Read, hookcage: str) -> Plan | None:
+        """``install`` is refused (``takeover``); this routing can still be added."""
+        return offer_plan(self, where, read, hookcage)
 
     # -- files ---------------------------------------------------------------------------
 
