@@ -1194,7 +1194,24 @@ def uninstall(agent: str, mode: str) -> None:
                    "callers find another one through $HOOKCAGE_SOCKET).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True, help="What the daemon logs to stderr.")
-def serve(socket_path: Path | None, log_level: str) -> None:
+@click.option("--listen", metavar="HOST:PORT", default=None,
+              help="Also answer on TCP (remote mode: the service's own settings, a bearer token "
+                   "required); [::1]:PORT for IPv6, port 0 for any free port.")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The token's file (first line; mode 0600). Default: $HOOKCAGE_TOKEN, "
+                   "else the file $HOOKCAGE_TOKEN_FILE.")
+@click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="PEM certificate (chain) for HTTPS on --listen; with --tls-key.")
+@click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="PEM private key for --tls-cert.")
+@click.option("--max-body", type=click.IntRange(min=1), default=16 * 1024 * 1024, show_default=True,
+              help="Bytes a TCP request body may have (413 past it).")
+@click.option("--max-concurrent", type=click.IntRange(min=1), default=8, show_default=True,
+              help="TCP dispatches answered at once.")
+@click.option("--max-queue", type=click.IntRange(min=0), default=64, show_default=True,
+              help="TCP dispatches waiting for a slot (503 with Retry-After past it).")
+def serve(socket_path: Path | None, log_level: str, listen: str | None, token_file: Path | None,
+          tls_cert: Path | None, tls_key: Path | None, max_body: int, max_concurrent: int, max_queue: int) -> None:
     """Answer `hookcage dispatch` from a long-lived process (saves start-up on every event).
 
     Keeps the code loaded and the sandboxes (engine connections) open; reads
@@ -1202,14 +1219,31 @@ def serve(socket_path: Path | None, log_level: str) -> None:
     `hookcage dispatch` uses it when it answers on the socket and runs
     in-process otherwise. Stop it with SIGTERM or Ctrl-C. See docs/daemon.md.
 
+    With --listen HOST:PORT it also answers agents on other machines or in
+    containers over TCP (HTTPS with --tls-cert/--tls-key), for its own
+    settings and hooks and the caller's project, behind a bearer token. See
+    docs/service.md.
+
     \b
     Example:
         hookcage serve &
         echo '{"session_id":"s1","prompt":"hi"}' | hookcage dispatch UserPromptSubmit
+        HOOKCAGE_TOKEN_FILE=~/.config/hookcage/token hookcage serve --listen 0.0.0.0:8765
     """
     from executor.service.daemon import Daemon
 
-    Daemon(socket_path).serve(log_level=log_level)
+    remote = None
+    if listen is not None:
+        from executor.service.auth import load_token, parse_listen
+        from executor.service.remote import RemoteOptions
+
+        host, port = parse_listen(listen)
+        remote = RemoteOptions(host, port, load_token(token_file, os.environ), tls_cert=tls_cert, tls_key=tls_key,
+                               max_body=max_body, max_concurrent=max_concurrent, max_queue=max_queue)
+        remote.check()
+    elif token_file or tls_cert or tls_key:
+        raise click.UsageError("--token-file, --tls-cert and --tls-key go with --listen HOST:PORT")
+    Daemon(socket_path).serve(log_level=log_level, remote=remote)
 
 
 # -- entry point ------------------------------------------------------------

@@ -31,6 +31,7 @@ on first use from the settings.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -80,6 +81,7 @@ from executor.sandbox.depcache import DepCache, RunSetup, package_words, run_set
 from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,7 @@ def docker_options(settings: Settings) -> dict[str, Any]:
     return {
         "image": settings.image, "runtime": settings.runtime, "memory": settings.memory,
         "cpus": settings.cpus, "pids": settings.pids, "tmpfs_size": settings.tmpfs_size,
+        "path_map": settings.path_map,
     }
 
 
@@ -234,6 +237,7 @@ class HookExecutor:
         sandbox_factory: SandboxFactory = default_sandbox_factory,
         environ: Mapping[str, str] | None = None,
         cancel: threading.Event | None = None,
+        on_records: Callable[[Sequence[Mapping[str, Any]]], None] | None = None,
     ) -> None:
         self.settings = settings or load_settings()
         self.cancelled = cancel or threading.Event()
@@ -251,6 +255,9 @@ class HookExecutor:
         self._background: list[Future[None]] = []
         self._async_pool: ThreadPoolExecutor | None = None
         self.deferred: list[Callable[[], None]] = []
+        self._on_records = on_records
+        """Called with the run-log records of each batch (the daemon's metrics), whether or not
+        the run log is written."""
 
     # -- configuration -------------------------------------------------------
 
@@ -761,6 +768,11 @@ class HookExecutor:
         return record
 
     def _log(self, records: list[dict[str, Any]]) -> None:
+        if records and self._on_records is not None:
+            try:
+                self._on_records(records)
+            except Exception:  # an observer's bug must not cost the verdict (nor the log)
+                logger.exception("observing the run-log records failed")
         if not self.settings.log_runs or not records:
             return
         # The log is for people; an unwritable log must not cost the verdict.

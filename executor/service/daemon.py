@@ -56,10 +56,11 @@ import socket
 import stat
 import threading
 import typing
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from fastapi import FastAPI, Request
@@ -69,6 +70,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from executor import __version__
+from executor.config import project_root
 from executor.core.envnames import AGENT_CONFIG_VARS, PROJECT_DIR_VARS
 from executor.core.protocol import AgentAnswer
 from executor.dialects import DIALECTS, resolve_dialect
@@ -80,6 +82,11 @@ from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH, HostSandbox
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
 from executor.settings import DEFAULT_MANAGED_DIR, Settings, default_home, load_settings
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from executor.service.remote import RemoteOptions
 
 logger = logging.getLogger("hookcage.daemon")
 
@@ -218,6 +225,42 @@ def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str
     return environ
 
 
+def remote_environ(
+    env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None, own: Mapping[str, str]
+) -> dict[str, str]:
+    """The environment ``HookExecutor`` reads for a remote (TCP) caller.
+
+    Only where the project is comes from the caller: its project-dir variables,
+    else the payload's ``cwd``, else its working directory, each an absolute
+    path the service sees at the same place (the workspace is mounted at the
+    same path in the agent's and the service's containers). What names the
+    agents' user files (``HOME``, ``CODEX_HOME``, ...) is the service's own
+    (``own``); the caller's ``CLAUDE_ENV_FILE`` is ignored.
+
+    Raises:
+        Refusal: a path is relative, or the project directory does not exist here.
+    """
+    environ = {name: own[name] for name in AGENT_CONFIG_VARS if name in own}
+    for name in PROJECT_DIR_VARS:
+        if env.get(name):
+            environ[name] = _absolute(env[name], f"the caller's {name}")
+    where = payload.get("cwd")
+    if where and not (isinstance(where, str) and os.path.isabs(where)):
+        raise Refusal(f"the payload's cwd {where!r} is not an absolute path")
+    if not any(name in environ for name in PROJECT_DIR_VARS) and not (isinstance(where, str) and where):
+        if cwd is None:
+            raise Refusal("the caller has no working directory")
+        environ[PROJECT_DIR_VARS[0]] = _absolute(cwd, "the working directory")
+    transcript = payload.get("transcript_path")
+    if isinstance(transcript, str) and transcript:
+        _absolute(transcript, "the payload's transcript_path")
+    root = project_root(payload, environ)
+    if not root.is_dir():
+        raise Refusal(f"the project directory {root} does not exist on the hookcage service "
+                      "(mount the workspace at the same path in the agent's and the service's containers)")
+    return environ
+
+
 def host_base_env(env: Mapping[str, str]) -> dict[str, str]:
     """What ``executor.sandbox.host.default_base_env`` gives in the caller's environment."""
     base = {"PATH": env.get("PATH") or _DEFAULT_PATH, "LANG": env.get("LANG") or _DEFAULT_LANG}
@@ -288,6 +331,26 @@ class DispatchRequest(BaseModel):
     cwd: str | None = None
 
 
+PROTOCOL = 1
+"""The remote request's ``protocol``: a caller speaking another one is refused (409)."""
+
+
+class RemoteDispatchRequest(DispatchRequest):
+    """``POST /dispatch`` over TCP (remote mode): the same body, plus ``protocol``.
+
+    Only ``event``, ``agent``, ``payload_b64``, the project-dir variables in
+    ``env`` and ``cwd`` are used; the rest (``version``, ``home``, every other
+    variable) is accepted and ignored: the service's settings are its own.
+    """
+
+    version: str = ""
+    protocol: int = PROTOCOL
+
+
+class BadRequest(Exception):
+    """The request itself is malformed (HTTP 422): nothing has run."""
+
+
 @dataclasses.dataclass
 class Watch:
     """One dispatch in progress, as its HTTP handler sees it: cancel it when the caller hangs up."""
@@ -303,6 +366,33 @@ class Watch:
                 executor.abort()
             except Exception:
                 logger.exception("cancelling a dispatch failed")
+
+
+async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], http: Request) -> JSONResponse:
+    """Run ``answer`` on a worker thread, cancel it if the caller hangs up; the HTTP reply.
+
+    200 ``{"exit_code", "stdout", "stderr", "agent"}``; 409 ``{"detail"}`` for a
+    :class:`Refusal`, 422 for a :class:`BadRequest`, 499 when the caller has gone.
+    """
+    watch = Watch()
+    work = asyncio.ensure_future(anyio.to_thread.run_sync(functools.partial(answer, watch)))
+    while not work.done():
+        await asyncio.wait({work}, timeout=DISCONNECT_POLL)
+        if not work.done() and await http.is_disconnected():
+            logger.info("the caller hung up: cancelling its dispatch")
+            await anyio.to_thread.run_sync(watch.abort)
+            with contextlib.suppress(Exception):
+                await work  # ends at once now: nothing more starts, its containers are gone
+            return JSONResponse({"detail": "cancelled: the caller hung up"}, status_code=499)
+    try:
+        answer_, agent = work.result()
+    except Refusal as exc:
+        logger.info("left to the caller (in-process): %s", exc)
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+    except BadRequest as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    return JSONResponse({"exit_code": answer_.exit_code, "stdout": answer_.stdout,
+                         "stderr": answer_.stderr, "agent": agent})
 
 
 class Daemon:
@@ -334,6 +424,7 @@ class Daemon:
         self._closed = False
         self._lock_fd: int | None = None
         self._socket_inode: int | None = None
+        self._remote_task: asyncio.Future[None] | None = None
         self.app = self._build_app()
 
     # -- answering --------------------------------------------------------------------
@@ -363,7 +454,58 @@ class Daemon:
             payload = {}  # dispatch_bytes answers that; no path in it matters
         agent = resolve_dialect(request.agent, payload).name  # what dispatch_bytes answers in
         environ = project_environ(env, payload, request.cwd)
-        factory = self._factory_for(host_base_env(env))
+        return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=settings,
+                                 environ=environ, base_env=host_base_env(env), fail_closed=fail_closed_env(env),
+                                 watch=watch)
+
+    def answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None = None) -> tuple[AgentAnswer, str]:
+        """The answer to a remote (TCP) caller: ``hookcage dispatch`` in the service's own environment,
+        for the caller's project.
+
+        The service's settings, user scope, Docker engine and host environment
+        are its own (the caller's ``HOOKCAGE_*``, ``home``, ``HOME`` and
+        ``DOCKER_*`` are ignored); the project comes from the caller
+        (:func:`remote_environ`). Another hookcage ``version`` is no reason
+        to refuse; another ``protocol`` is.
+
+        Raises:
+            Refusal: nothing has run; the message says why.
+            BadRequest: ``payload_b64`` is not base64.
+        """
+        if request.protocol != PROTOCOL:
+            raise Refusal(f"the caller speaks protocol {request.protocol}, this service {PROTOCOL}")
+        if request.agent is not None and request.agent not in DIALECTS:
+            raise Refusal(f"unknown agent {request.agent!r}; known agents: {', '.join(sorted(DIALECTS))}")
+        try:
+            raw = binascii.a2b_base64(request.payload_b64, strict_mode=True)
+        except (binascii.Error, ValueError) as exc:
+            raise BadRequest("payload_b64 is not base64") from exc
+        try:
+            payload: Mapping[str, Any] = read_payload(raw)
+        except PayloadError:
+            payload = {}  # dispatch_bytes answers that; no path in it matters
+        agent = resolve_dialect(request.agent, payload).name
+        environ = remote_environ(request.env, payload, request.cwd, os.environ)
+        return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=None,
+                                 environ=environ, base_env=host_base_env(os.environ), fail_closed=fail_closed_env(),
+                                 watch=watch)
+
+    def run_dispatch(
+        self, event: str | None, raw: bytes, *, agent: str | None, answered_as: str, settings: Settings | None,
+        environ: Mapping[str, str], base_env: Mapping[str, str], fail_closed: bool, watch: Watch | None = None,
+    ) -> tuple[AgentAnswer, str]:
+        """Answer one event through :func:`dispatch_bytes` with the daemon's shared sandboxes.
+
+        Args:
+            event, raw, agent, settings: as :func:`dispatch_bytes` takes them
+                (``settings`` None: loaded in this process's environment).
+            answered_as: the dialect the answer is written in (named in the reply).
+            environ: what the executor reads the project root and agents' files from.
+            base_env: what ``host`` hooks start from.
+            fail_closed: block (exit 2) on an internal error.
+            watch: lets the HTTP handler cancel the dispatch.
+        """
+        factory = self._factory_for(base_env)
 
         watch = watch or Watch()
 
@@ -373,13 +515,13 @@ class Daemon:
             return executor
 
         try:
-            answer, executor = dispatch_bytes(request.event, raw, agent=request.agent, settings=settings,
+            answer, executor = dispatch_bytes(event, raw, agent=agent, settings=settings,
                                               make_executor=make_executor)
         except Exception as exc:
             # What `hookcage dispatch` prints for a bug (main()); the traceback goes to our log.
             logger.exception("internal error while dispatching")
-            code = 2 if fail_closed_env(env) else 1
-            return AgentAnswer(code, "", f"hookcage: error: {internal_error(exc)}\n"), agent
+            code = 2 if fail_closed else 1
+            return AgentAnswer(code, "", f"hookcage: error: {internal_error(exc)}\n"), answered_as
         if executor is not None:
             if not executor.deferred:
                 executor.close()
@@ -388,7 +530,7 @@ class Daemon:
                     self._async.submit(self._run_deferred, executor)
                 except RuntimeError:  # stopping: run them here rather than drop them
                     self._run_deferred(executor)
-        return answer, agent
+        return answer, answered_as
 
     @staticmethod
     def _run_deferred(executor: HookExecutor) -> None:
@@ -428,6 +570,11 @@ class Daemon:
             shared = list(self._shared.items())
         return [sandbox_health(key, sandbox) for key, sandbox in shared]
 
+    def health(self) -> dict[str, Any]:
+        """``GET /health`` on the socket (and, with the token, on TCP)."""
+        return {"version": __version__, "pid": os.getpid(), "home": str(self.home),
+                "socket": str(self.socket_path), "sandboxes": self.sandboxes()}
+
     def warm(self) -> None:
         """Build the docker sandbox for the daemon's own settings now (engine connection, reap),
         and remove what killed processes left (staging folders, containers of dead owners)."""
@@ -453,6 +600,10 @@ class Daemon:
         @contextlib.asynccontextmanager
         async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             yield
+            if self._remote_task is not None:
+                # The TCP listener drains its requests in flight before the sandboxes close.
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(self._remote_task)
             self.close()
 
         app = FastAPI(title="hookcage daemon", version=__version__, lifespan=lifespan,
@@ -460,28 +611,11 @@ class Daemon:
 
         @app.get("/health")
         def health() -> dict[str, Any]:
-            return {"version": __version__, "pid": os.getpid(), "home": str(self.home),
-                    "socket": str(self.socket_path), "sandboxes": self.sandboxes()}
+            return self.health()
 
         @app.post("/dispatch")
         async def dispatch(request: DispatchRequest, http: Request) -> JSONResponse:
-            watch = Watch()
-            work = asyncio.ensure_future(anyio.to_thread.run_sync(functools.partial(self.answer, request, watch)))
-            while not work.done():
-                await asyncio.wait({work}, timeout=DISCONNECT_POLL)
-                if not work.done() and await http.is_disconnected():
-                    logger.info("the caller hung up: cancelling its dispatch")
-                    await anyio.to_thread.run_sync(watch.abort)
-                    with contextlib.suppress(Exception):
-                        await work  # ends at once now: nothing more starts, its containers are gone
-                    return JSONResponse({"detail": "cancelled: the caller hung up"}, status_code=499)
-            try:
-                answer, agent = work.result()
-            except Refusal as exc:
-                logger.info("left to the caller (in-process): %s", exc)
-                return JSONResponse({"detail": str(exc)}, status_code=409)
-            return JSONResponse({"exit_code": answer.exit_code, "stdout": answer.stdout,
-                                 "stderr": answer.stderr, "agent": agent})
+            return await answer_watching(functools.partial(self.answer, request), http)
 
         return app
 
@@ -522,26 +656,76 @@ class Daemon:
             raise DaemonError(f"cannot listen on {path}: {exc.strerror or exc}") from exc
         return sock
 
-    def serve(self, *, log_level: str = "info", warm: bool = True) -> None:
+    def serve(self, *, log_level: str = "info", warm: bool = True, remote: RemoteOptions | None = None) -> None:
         """Listen and answer until SIGTERM or SIGINT; then wait for requests in flight and close.
+
+        Args:
+            log_level: what goes to stderr.
+            warm: prepare the docker sandbox and reap what killed processes left, first.
+            remote: also answer on TCP, in remote mode (:mod:`executor.service.remote`).
 
         Raises:
             DaemonError: another daemon serves the socket, or the path is unusable.
+            ServiceConfigError: the TCP options are unusable or the address cannot be bound
+                (nothing listens then).
         """
         import uvicorn
 
         logging.basicConfig(level=log_level.upper(), format="hookcage serve: %(levelname)s: %(message)s")
+        if remote is not None:
+            remote.check()
         sock = self.listen()
+        tcp: socket.socket | None = None
         try:
+            if remote is not None:
+                tcp = remote.bind()
             if warm:
                 self.warm()
             config = uvicorn.Config(self.app, log_level=log_level, access_log=False, lifespan="on",
                                     http="h11", loop="asyncio", ws="none")
             logger.info("hookcage %s answering on %s (pid %d)", __version__, self.socket_path, os.getpid())
-            uvicorn.Server(config).run(sockets=[sock])
+            if remote is None or tcp is None:
+                uvicorn.Server(config).run(sockets=[sock])
+            else:
+                asyncio.run(self._serve_both(config, sock, remote, tcp, log_level))
         finally:
             sock.close()
+            if tcp is not None:
+                tcp.close()
             self.close()
+
+    async def _serve_both(self, config: uvicorn.Config, sock: socket.socket, remote: RemoteOptions, tcp: socket.socket,
+                          log_level: str) -> None:
+        """The unix socket (local mode, as without ``--listen``) and TCP (remote mode) in one loop.
+
+        Two uvicorn servers: TLS and the app differ per listener. The unix
+        socket's server takes SIGTERM/SIGINT and passes them on; its shutdown
+        waits for the TCP server's requests in flight before the sandboxes close.
+        """
+        import anyio.to_thread
+        import uvicorn
+
+        from executor.service.remote import address_of, build_remote_app
+
+        # Room on the worker threads for every TCP dispatch at once, besides the socket's callers.
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(limiter.total_tokens, remote.max_concurrent + 40)
+        address = address_of(tcp, remote.tls)
+        app = build_remote_app(self, remote, address)
+        tcp_config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
+                                    http="h11", loop="asyncio", ws="none", **remote.uvicorn_ssl())
+        local, tcp_server = _linked_servers(config, tcp_config)
+        self._remote_task = asyncio.ensure_future(tcp_server.serve(sockets=[tcp]))
+
+        def ended(task: asyncio.Future[None]) -> None:
+            if not local.should_exit:
+                error = None if task.cancelled() else task.exception()
+                logger.error("the TCP listener stopped: %s", error or "cancelled")
+                local.should_exit = True
+
+        self._remote_task.add_done_callback(ended)
+        logger.info("hookcage %s answering on %s (remote mode, bearer token required)", __version__, address)
+        await local.serve(sockets=[sock])
 
     def close(self) -> None:
         """Wait for ``async`` hooks, close the shared sandboxes (a pool removes its
@@ -566,6 +750,28 @@ class Daemon:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+
+def _linked_servers(config: uvicorn.Config, tcp_config: uvicorn.Config) -> tuple[uvicorn.Server, uvicorn.Server]:
+    """The unix socket's server (it takes SIGTERM/SIGINT and passes them on) and the TCP listener's."""
+    import uvicorn
+
+    class Follower(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield  # the leader's
+
+    class Leader(uvicorn.Server):
+        def __init__(self, config: uvicorn.Config, follower: uvicorn.Server) -> None:
+            super().__init__(config)
+            self.follower = follower
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            self.follower.handle_exit(sig, frame)
+
+    follower = Follower(tcp_config)
+    return Leader(config, follower), follower
 
 
 def _make_private(folder: Path) -> None:
