@@ -1,13 +1,20 @@
-"""The ``hookcage`` console script: ``dispatch`` through the daemon when one answers.
+"""The ``hookcage`` console script: ``dispatch`` through the service when one answers.
 
 An agent spawns ``hookcage dispatch`` for every event, so this path imports
-the standard library only (:mod:`executor.service.client`) until it knows the daemon
-(``hookcage serve``) cannot answer: then, and for every other command, it
-hands over to :func:`executor.cli.main`, with the stdin it already read.
+the standard library only (:mod:`executor.service.client`):
+
+- with ``$HOOKCAGE_URL`` set, every ``dispatch`` is answered by the service
+  there, or by the ``HOOKCAGE_ON_ERROR`` fallback when it cannot answer:
+  never in-process (an agent's container may hold hookcage without its
+  dependencies, and its own settings are not the service's);
+- otherwise it asks the local daemon (``hookcage serve``) and, when that
+  cannot answer, and for every other command, hands over to
+  :func:`executor.cli.main`, with the stdin it already read.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 
@@ -61,18 +68,51 @@ def refuse_recursion() -> NoReturn:
     sys.exit(0)
 
 
+def read_stdin() -> bytes | None:
+    """The agent's stdin, one byte past the bound (a larger payload is refused); None when unreadable."""
+    if sys.stdin is None:
+        return None
+    try:
+        return sys.stdin.buffer.read(client.MAX_PAYLOAD + 1)
+    except (OSError, ValueError):
+        return None
+
+
+def wants_help(args: Sequence[str]) -> bool:
+    """Whether ``dispatch`` is asked for help (``--help``, ``-h``, ``--agent help``): nothing to answer."""
+    rest = list(args[1:])
+    return any(a in ("--help", "-h", "--agent=help") for a in rest) or any(
+        a == "--agent" and b == "help" for a, b in itertools.pairwise(rest))
+
+
+def remote_dispatch(args: Sequence[str]) -> NoReturn:
+    """``hookcage dispatch`` with ``$HOOKCAGE_URL`` set: the service's answer, or the fallback."""
+    forward, event, agent = forwardable(args)
+    if forward:
+        raw = read_stdin()
+        try:
+            answer = client.remote(event, b"" if raw is None else raw, os.environ, agent=agent)
+        except KeyboardInterrupt:
+            sys.exit(130)  # as the in-process CLI exits on Ctrl-C
+    else:
+        answer = client.fallback_answer(
+            f"with {client.URL_VAR} set, hookcage dispatch takes [EVENT] [--agent NAME] only, "
+            f"not {' '.join(args[1:])[:200]!r}", os.environ)
+    client.write_answer(answer)
+    sys.exit(answer.exit_code)
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["dispatch"] and os.environ.get(IN_HOOK_VAR):
         refuse_recursion()
+    if args[:1] == ["dispatch"] and os.environ.get(client.URL_VAR) and not wants_help(args):
+        remote_dispatch(args)
     forward, event, agent = forwardable(args)
     raw: bytes | None = None
-    if forward and sys.stdin is not None:
-        try:
-            raw = sys.stdin.buffer.read(client.MAX_PAYLOAD + 1)  # one more: a larger payload is refused
-        except (OSError, ValueError):
-            raw = None  # the in-process path reads again and reports it as it always has
+    if forward and not os.environ.get(client.URL_VAR):
+        raw = read_stdin()  # None: the in-process path reads again and reports it as it always has
         if raw is not None:
             try:
                 answer = client.forward(event, raw, os.environ, agent=agent)
@@ -81,9 +121,23 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             if answer is not None:
                 client.write_answer(answer)
                 sys.exit(answer.exit_code)
-    from executor.cli import main as cli_main
-
+    try:
+        from executor.cli import main as cli_main
+    except ImportError as exc:
+        missing_dependencies(args, exc)
     cli_main(args, stdin=raw)
+
+
+def missing_dependencies(args: Sequence[str], exc: ImportError) -> NoReturn:
+    """The in-process CLI cannot load (hookcage installed without its dependencies): say so in one line."""
+    dispatching = args[:1] == ["dispatch"]
+    missing = exc.name or str(exc)
+    sys.stderr.write(
+        f"hookcage: error: this hookcage cannot run in-process: module {missing!r} is missing "
+        "(installed without its dependencies?); here only `hookcage dispatch` with HOOKCAGE_URL works "
+        "(see docs/service-client.md)\n")
+    fail_closed = os.environ.get("HOOKCAGE_FAIL_CLOSED", "").strip().lower() in ("1", "true", "yes", "on")
+    sys.exit(2 if dispatching and fail_closed else 1)
 
 
 if __name__ == "__main__":
