@@ -55,8 +55,9 @@ import os
 import socket
 import stat
 import threading
+import time
 import typing
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
@@ -81,6 +82,7 @@ from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH, HostSandbox
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
+from executor.service.metrics import ServiceMetrics, dispatch_outcome
 from executor.settings import DEFAULT_MANAGED_DIR, Settings, default_home, load_settings
 
 if TYPE_CHECKING:
@@ -425,6 +427,7 @@ class Daemon:
         self._lock_fd: int | None = None
         self._socket_inode: int | None = None
         self._remote_task: asyncio.Future[None] | None = None
+        self.metrics = ServiceMetrics(pools=self._pool_stats, alive=self._containers_alive)
         self.app = self._build_app()
 
     # -- answering --------------------------------------------------------------------
@@ -435,6 +438,13 @@ class Daemon:
         Raises:
             Refusal: the caller must answer in-process; nothing has run yet.
         """
+        try:
+            return self._answer_local(request, watch)
+        except Refusal:
+            self.metrics.dispatched("local", _agent_label(request.agent), "unknown", "refused", None)
+            raise
+
+    def _answer_local(self, request: DispatchRequest, watch: Watch | None) -> tuple[AgentAnswer, str]:
         if request.version != __version__:
             raise Refusal(f"the caller is hookcage {request.version}, this daemon {__version__}")
         if request.agent is not None and request.agent not in DIALECTS:
@@ -456,7 +466,7 @@ class Daemon:
         environ = project_environ(env, payload, request.cwd)
         return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=settings,
                                  environ=environ, base_env=host_base_env(env), fail_closed=fail_closed_env(env),
-                                 watch=watch)
+                                 watch=watch, listener="local", event_label=_event_label(agent, request.event, payload))
 
     def answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None = None) -> tuple[AgentAnswer, str]:
         """The answer to a remote (TCP) caller: ``hookcage dispatch`` in the service's own environment,
@@ -472,6 +482,16 @@ class Daemon:
             Refusal: nothing has run; the message says why.
             BadRequest: ``payload_b64`` is not base64.
         """
+        try:
+            return self._answer_remote(request, watch)
+        except Refusal:
+            self.metrics.dispatched("remote", _agent_label(request.agent), "unknown", "refused", None)
+            raise
+        except BadRequest:
+            self.metrics.rejected(422)
+            raise
+
+    def _answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None) -> tuple[AgentAnswer, str]:
         if request.protocol != PROTOCOL:
             raise Refusal(f"the caller speaks protocol {request.protocol}, this service {PROTOCOL}")
         if request.agent is not None and request.agent not in DIALECTS:
@@ -488,11 +508,12 @@ class Daemon:
         environ = remote_environ(request.env, payload, request.cwd, os.environ)
         return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=None,
                                  environ=environ, base_env=host_base_env(os.environ), fail_closed=fail_closed_env(),
-                                 watch=watch)
+                                 watch=watch, listener="remote", event_label=_event_label(agent, request.event, payload))
 
     def run_dispatch(
         self, event: str | None, raw: bytes, *, agent: str | None, answered_as: str, settings: Settings | None,
         environ: Mapping[str, str], base_env: Mapping[str, str], fail_closed: bool, watch: Watch | None = None,
+        listener: str = "local", event_label: str = "unknown",
     ) -> tuple[AgentAnswer, str]:
         """Answer one event through :func:`dispatch_bytes` with the daemon's shared sandboxes.
 
@@ -504,16 +525,26 @@ class Daemon:
             base_env: what ``host`` hooks start from.
             fail_closed: block (exit 2) on an internal error.
             watch: lets the HTTP handler cancel the dispatch.
+            listener, event_label: how the dispatch is counted in the metrics.
         """
         factory = self._factory_for(base_env)
 
         watch = watch or Watch()
+        ran: list[Mapping[str, Any]] = []
+
+        def observe(records: Sequence[Mapping[str, Any]]) -> None:
+            ran.extend(records)
+            self.metrics.records(listener, records)
 
         def make_executor(settings: Settings) -> HookExecutor:
-            executor = HookExecutor(settings, sandbox_factory=factory, environ=environ, cancel=watch.cancel)
+            executor = HookExecutor(settings, sandbox_factory=factory, environ=environ, cancel=watch.cancel,
+                                    on_records=observe)
             watch.executors.append(executor)
             return executor
 
+        started = time.monotonic()
+        in_flight = self.metrics.in_flight.labels(listener)
+        in_flight.inc()
         try:
             answer, executor = dispatch_bytes(event, raw, agent=agent, settings=settings,
                                               make_executor=make_executor)
@@ -521,7 +552,11 @@ class Daemon:
             # What `hookcage dispatch` prints for a bug (main()); the traceback goes to our log.
             logger.exception("internal error while dispatching")
             code = 2 if fail_closed else 1
-            return AgentAnswer(code, "", f"hookcage: error: {internal_error(exc)}\n"), answered_as
+            answer, executor = AgentAnswer(code, "", f"hookcage: error: {internal_error(exc)}\n"), None
+        finally:
+            in_flight.dec()
+        outcome = "cancelled" if watch.cancel.is_set() else dispatch_outcome(answer.exit_code, ran)
+        self.metrics.dispatched(listener, answered_as, event_label, outcome, time.monotonic() - started)
         if executor is not None:
             if not executor.deferred:
                 executor.close()
@@ -569,6 +604,30 @@ class Daemon:
         with self._lock:
             shared = list(self._shared.items())
         return [sandbox_health(key, sandbox) for key, sandbox in shared]
+
+    def _pool_stats(self) -> list[dict[str, Any]]:
+        return [entry["pool"] for entry in self.sandboxes() if entry["pool"]]
+
+    def _containers_alive(self) -> int | None:
+        """Running containers this process started (hook runs and pools); None when the engine
+        does not answer. No docker sandbox yet: none."""
+        from executor.sandbox.docker import MANAGED_LABEL
+        from executor.sandbox.pool import POOL_LABEL
+
+        with self._lock:
+            engines = [getattr(sandbox, "client", None) for sandbox in self._shared.values()]
+        engine = next((found for found in engines if found is not None), None)
+        if engine is None:
+            return 0
+        found: set[str] = set()
+        try:
+            for label in (f"{orphans.OWNER_LABEL}={orphans.owner_value()}", f"{POOL_LABEL}={os.getpid()}"):
+                filters = {"label": [f"{MANAGED_LABEL}=true", label], "status": "running"}
+                found.update(entry["Id"] for entry in engine.containers(filters=filters))
+        except Exception as exc:  # the engine is away: say nothing rather than something wrong
+            logger.debug("counting containers failed: %s", exc)
+            return None
+        return len(found)
 
     def health(self) -> dict[str, Any]:
         """``GET /health`` on the socket (and, with the token, on TCP)."""
@@ -674,6 +733,9 @@ class Daemon:
         logging.basicConfig(level=log_level.upper(), format="hookcage serve: %(levelname)s: %(message)s")
         if remote is not None:
             remote.check()
+        from executor.sandbox.pathcheck import refuse_wrong_home_mapping
+
+        refuse_wrong_home_mapping(self.home, load_settings().path_map)  # staging is bound from the home
         sock = self.listen()
         tcp: socket.socket | None = None
         try:
@@ -772,6 +834,21 @@ def _linked_servers(config: uvicorn.Config, tcp_config: uvicorn.Config) -> tuple
 
     follower = Follower(tcp_config)
     return Leader(config, follower), follower
+
+
+def _agent_label(agent: str | None) -> str:
+    """An agent name for the metrics: a known dialect, else ``unknown`` (labels stay bounded)."""
+    if agent is None:
+        return "recognised"
+    return agent if agent in DIALECTS else "unknown"
+
+
+def _event_label(agent: str, event: str | None, payload: Mapping[str, Any]) -> str:
+    """The canonical event name for the metrics, ``unknown`` when it does not resolve."""
+    try:
+        return DIALECTS[agent].resolve_event(event, payload).name
+    except Exception:
+        return "unknown"
 
 
 def _make_private(folder: Path) -> None:

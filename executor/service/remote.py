@@ -41,7 +41,7 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -55,16 +55,9 @@ from executor.service.daemon import RemoteDispatchRequest, answer_watching
 
 if TYPE_CHECKING:
     from executor.service.daemon import Daemon
+    from executor.service.metrics import ServiceMetrics
 
 
-class ServiceMetrics(Protocol):
-    """What the gate and the app need of :class:`executor.service.metrics.ServiceMetrics`."""
-
-    def rejected(self, status: int) -> None:
-        """Count a request turned away with ``status``."""
-
-    def exposition(self) -> tuple[bytes, str]:
-        """The Prometheus text and its content type."""
 
 logger = logging.getLogger("hookcage.daemon")
 
@@ -215,7 +208,7 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
 class Gate:
     """Auth, body size and admission in front of the remote app (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, options: RemoteOptions, metrics: ServiceMetrics | None = None) -> None:
+    def __init__(self, app: ASGIApp, options: RemoteOptions, metrics: ServiceMetrics) -> None:
         self.app = app
         self.token = options.token.encode("ascii")
         self.max_body = options.max_body
@@ -223,8 +216,7 @@ class Gate:
         self.metrics = metrics
 
     def _rejected(self, code: int) -> None:
-        if self.metrics is not None:
-            self.metrics.rejected(code)
+        self.metrics.rejected(code)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -323,6 +315,8 @@ def _one_line(exc: RequestValidationError) -> tuple[int, str]:
     first = errors[0] if errors else {}
     if first.get("type") == "json_invalid":
         return 400, "the request body is not valid JSON"
+    if first.get("type") == "missing" and tuple(first.get("loc", ())) == ("body",):
+        return 400, "the request body is empty: a JSON object is expected"
     where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "body"
     message = str(first.get("msg", "invalid request")).replace("\n", " ")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -344,9 +338,9 @@ _DISPATCH_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def build_remote_app(daemon: Daemon, options: RemoteOptions, address: str,
-                     metrics: ServiceMetrics | None = None) -> Gate:
-    """The ASGI app the TCP listener serves (remote mode)."""
+def build_remote_app(daemon: Daemon, options: RemoteOptions, address: str) -> Gate:
+    """The ASGI app the TCP listener serves (remote mode), counting into ``daemon.metrics``."""
+    metrics = daemon.metrics
     app = FastAPI(title="hookcage service", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json",
                   description="hookcage over the network (`hookcage serve --listen HOST:PORT`). "
@@ -356,8 +350,7 @@ def build_remote_app(daemon: Daemon, options: RemoteOptions, address: str,
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
         status, detail = _one_line(exc)
-        if metrics is not None:
-            metrics.rejected(status)
+        metrics.rejected(status)
         return JSONResponse({"detail": detail}, status_code=status)
 
     @app.get("/health", responses={**_ERRORS, 200: {
@@ -380,16 +373,13 @@ def build_remote_app(daemon: Daemon, options: RemoteOptions, address: str,
             return JSONResponse({"detail": "cancelled: the caller hung up"}, status_code=499)
         return await answer_watching(lambda watch: daemon.answer_remote(request, watch), http)
 
-    if metrics is not None:
-        scraped = metrics
-
-        @app.get("/metrics", response_class=Response, responses={**_ERRORS, 200: {
-            "content": {"text/plain": {"schema": {"type": "string"}}},
-            "description": "Prometheus text exposition format"}})
-        def metrics_text() -> Response:
-            """Counters, gauges and histograms of what the service ran (Prometheus text format)."""
-            body, content_type = scraped.exposition()
-            return Response(body, media_type=content_type)
+    @app.get("/metrics", response_class=Response, responses={**_ERRORS, 200: {
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+        "description": "Prometheus text exposition format 0.0.4"}})
+    def metrics_text() -> Response:
+        """Counters, gauges and histograms of what the service ran (Prometheus text format)."""
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -402,4 +392,27 @@ def build_remote_app(daemon: Daemon, options: RemoteOptions, address: str,
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    return Gate(app, options, metrics)
+    gate = Gate(app, options, metrics)
+    metrics.queued.set_function(lambda: gate.admission.waiting)
+    return gate
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI description of the TCP service (what ``GET /openapi.json`` answers)."""
+    import tempfile
+
+    from executor.service.daemon import Daemon
+
+    with tempfile.TemporaryDirectory() as folder:
+        daemon = Daemon(Path(folder) / "unused.sock", home=Path(folder))
+        try:
+            gate = build_remote_app(daemon, RemoteOptions("127.0.0.1", 0, "x" * 16), "http://127.0.0.1:0")
+            app = gate.app
+            assert isinstance(app, FastAPI)
+            return app.openapi()
+        finally:
+            daemon.close()
+
+
+if __name__ == "__main__":  # python -m executor.service.remote > docs/openapi.json
+    print(json.dumps(openapi_document(), indent=2))

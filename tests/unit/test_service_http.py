@@ -1,0 +1,546 @@
+"""The TCP service (remote mode) over real HTTP on loopback, with a fake sandbox (no engine).
+
+A real uvicorn server runs :func:`executor.service.remote.build_remote_app` in a
+thread; the tests talk to it with ``http.client`` as any client would. What
+ran is judged by the fake sandbox's requests and the service's run log.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
+from support import allow
+
+from executor import __version__
+from executor.sandbox.base import RunRequest, RunResult, Sandbox
+from executor.sandbox.fake import FakeSandbox
+from executor.service.auth import (
+    ServiceConfigError,
+    bearer_matches,
+    load_token,
+    parse_listen,
+    read_token_file,
+)
+from executor.service.daemon import Daemon
+from executor.service.remote import RemoteOptions, build_remote_app
+
+TOKEN = "s3cret-token-0123456789"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def handler(request: RunRequest) -> RunResult:
+    """The fake engine: what each test hook's command does."""
+    command = request.command
+    if "wait-for-release" in command:
+        assert RELEASE.wait(30), "never released"
+    if "block" in command:
+        return RunResult(2, stderr=b"blocked by the guard\n", duration=0.01)
+    if "context" in command:
+        return RunResult(0, stdout=b"context from the service's hook\n", duration=0.02)
+    return RunResult(0, duration=0.01)
+
+
+RELEASE = threading.Event()
+
+
+class Service:
+    """A service home, a project, and the remote app served on 127.0.0.1:PORT."""
+
+    def __init__(self, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.home, self.managed, self.project = tmp / "home", tmp / "managed", tmp / "project"
+        for path in (self.home, self.managed, self.project / ".hookcage"):
+            path.mkdir(parents=True)
+        self.service_user = tmp / "service-user"
+        self.service_user.mkdir()
+        for name in list(os.environ):
+            if name.startswith("HOOKCAGE_") or name in ("CLAUDE_PROJECT_DIR", "CLAUDE_ENV_FILE"):
+                monkeypatch.delenv(name)
+        monkeypatch.setenv("HOOKCAGE_HOME", str(self.home))
+        monkeypatch.setenv("HOOKCAGE_MANAGED_DIR", str(self.managed))
+        monkeypatch.setenv("HOME", str(self.service_user))
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp}/no-engine.sock")
+        self.sandbox = FakeSandbox(handler)
+        self.daemon = Daemon(tmp / "sock", sandbox_factory=self._factory, home=self.home)
+        self.server: uvicorn.Server | None = None
+        self.thread: threading.Thread | None = None
+        self.port = 0
+
+    def _factory(self, backend: str, settings: Any) -> Sandbox:
+        return self.sandbox
+
+    def start(self, **limits: Any) -> Service:
+        options = RemoteOptions("127.0.0.1", 0, TOKEN, **limits)
+        sock = options.bind()
+        self.port = sock.getsockname()[1]
+        app = build_remote_app(self.daemon, options, f"http://127.0.0.1:{self.port}")
+        self.gate = app
+        self.server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", http="h11",
+                                                    loop="asyncio", ws="none"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None and self.thread is not None:
+            self.server.should_exit = True
+            self.thread.join(10)
+        self.daemon.close()
+
+    # -- what the service is configured with ------------------------------------------
+
+    def user_hooks(self, **events: list[str]) -> None:
+        hooks = {event: [{"hooks": [{"type": "command", "command": c} for c in commands]}]
+                 for event, commands in events.items()}
+        (self.home / "hooks.json").write_text(json.dumps({"hooks": hooks}))
+        allow(self.home, [c for commands in events.values() for c in commands])
+
+    def log(self) -> list[dict[str, Any]]:
+        path = self.home / "runs.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    # -- a client -------------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: bytes | None = None, *, token: str | None = TOKEN,
+             headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            sent = dict(headers or {})
+            if token is not None:
+                sent.setdefault("Authorization", f"Bearer {token}")
+            if body is not None:
+                sent.setdefault("Content-Type", "application/json")
+            conn.request(method, path, body=body, headers=sent)
+            response = conn.getresponse()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        finally:
+            conn.close()
+
+    def dispatch(self, payload: dict[str, Any] | bytes, *, token: str | None = TOKEN,
+                 **fields: Any) -> tuple[int, Any]:
+        raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        body = {"version": __version__, "event": None, "agent": None,
+                "payload_b64": base64.b64encode(raw).decode(), "env": {}, "home": None, "cwd": None, **fields}
+        status, _, data = self.call("POST", "/dispatch", json.dumps(body).encode(), token=token)
+        return status, json.loads(data)
+
+    def prompt(self, **fields: Any) -> dict[str, Any]:
+        return {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "hi",
+                "cwd": str(self.project), **fields}
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        status, _, data = self.call("GET", "/metrics")
+        assert status == 200
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(data.decode()) for s in family.samples}
+
+
+@pytest.fixture
+def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Service]:
+    RELEASE.clear()
+    made = Service(tmp_path, monkeypatch)
+    yield made
+    RELEASE.set()
+    made.stop()
+
+
+def value(metrics: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+    """The sum of a metric's samples whose labels include ``labels``."""
+    return sum(v for (n, got), v in metrics.items()
+               if n == name and all((k, w) in got for k, w in labels.items()))
+
+
+# -- the token ------------------------------------------------------------------------------
+
+
+BAD_AUTH = [
+    None, "", "Bearer", "Bearer ", f"Basic {TOKEN}", f"Bearer {TOKEN[:-1]}", f"Bearer {TOKEN}x",
+    f"Bearer {TOKEN.upper()}", f"Token {TOKEN}", f"Bearer  x{TOKEN}",
+]
+
+
+ENDPOINTS = [("POST", "/dispatch"), ("GET", "/metrics"), ("GET", "/openapi.json"), ("GET", "/nowhere"),
+             ("GET", "/health"), ("DELETE", "/dispatch")]
+
+
+@pytest.mark.parametrize(("auth", "method", "path"), [
+    (auth, method, path) for auth in BAD_AUTH for method, path in ENDPOINTS
+    if not (auth is None and (method, path) == ("GET", "/health"))  # the bare liveness answer (next test)
+])
+def test_every_endpoint_refuses_a_missing_or_wrong_token_and_runs_nothing(
+    service: Service, auth: str | None, method: str, path: str
+) -> None:
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    service.start()
+    body = json.dumps({"payload_b64": base64.b64encode(json.dumps(service.prompt()).encode()).decode(),
+                       "cwd": str(service.project)}).encode() if method == "POST" else None
+    headers = {} if auth is None else {"Authorization": auth}
+    status, head, data = service.call(method, path, body, token=None, headers=headers)
+    assert status == 401
+    assert head["www-authenticate"].startswith("Bearer")
+    assert set(json.loads(data)) == {"detail"}
+    assert service.sandbox.requests == [] and service.log() == []
+    assert value(service.metrics(), "hookcage_requests_rejected_total", status="401") == 1
+    assert value(service.metrics(), "hookcage_dispatches_total") == 0
+
+
+def test_a_bare_health_says_only_ok_and_the_token_shows_the_details(service: Service) -> None:
+    service.start()
+    status, _, data = service.call("GET", "/health", token=None)
+    assert (status, json.loads(data)) == (200, {"status": "ok"})
+    status, _, data = service.call("GET", "/health")
+    details = json.loads(data)
+    assert status == 200 and details["status"] == "ok" and details["pid"] == os.getpid()
+    assert details["home"] == str(service.home) and details["listen"] == f"http://127.0.0.1:{service.port}"
+    assert details["version"] == __version__
+
+
+def test_the_scheme_is_case_insensitive_and_the_token_is_not(service: Service) -> None:
+    service.start()
+    assert service.call("GET", "/health", token=None, headers={"Authorization": f"bearer {TOKEN}"})[0] == 200
+    assert service.call("GET", "/health", token=None, headers={"Authorization": f"BEARER  {TOKEN} "})[0] == 200
+    assert bearer_matches(f"Bearer {TOKEN}".encode(), TOKEN.encode())
+    assert not bearer_matches(f"Bearer {TOKEN.swapcase()}".encode(), TOKEN.encode())
+    assert not bearer_matches(None, TOKEN.encode())
+
+
+def test_two_authorization_headers_are_refused(service: Service) -> None:
+    service.start()
+    conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=10)
+    try:
+        conn.putrequest("GET", "/health")
+        conn.putheader("Authorization", f"Bearer {TOKEN}")
+        conn.putheader("Authorization", "Bearer wrong-but-second-0000")
+        conn.endheaders()
+        assert conn.getresponse().status == 401
+    finally:
+        conn.close()
+
+
+# -- remote-mode semantics -----------------------------------------------------------------
+
+
+def test_a_dispatch_answers_as_in_process_with_the_services_own_settings(
+    service: Service, tmp_path: Path
+) -> None:
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    service.start()
+    elsewhere = tmp_path / "callers-home"
+    # Everything of the caller but its project is ignored: its home, settings, user, engine, version.
+    status, answer = service.dispatch(
+        service.prompt(), version="0.0.0-another", home=str(elsewhere),
+        env={"HOOKCAGE_HOME": str(elsewhere), "HOOKCAGE_LOG_RUNS": "false", "HOOKCAGE_FAIL_CLOSED": "1",
+             "HOOKCAGE_POOL_SIZE": "nonsense", "HOME": str(elsewhere), "DOCKER_HOST": "tcp://10.9.9.9:1",
+             "CLAUDE_ENV_FILE": str(elsewhere / "env")},
+    )
+    assert status == 200, answer
+    assert answer == {"exit_code": 0, "agent": "claude", "stderr": "", "stdout": answer["stdout"]}
+    assert json.loads(answer["stdout"])["hookSpecificOutput"]["additionalContext"] == "context from the service's hook"
+    [run] = service.sandbox.requests
+    assert run.project_dir == str(service.project) and run.cwd == str(service.project)
+    [record] = service.log()  # the service's log, although the caller said HOOKCAGE_LOG_RUNS=false
+    assert (record["outcome"], record["exit_code"], record["command"]) == ("ran", 0, "echo context")
+    assert not elsewhere.exists()
+
+
+def test_a_block_is_answered_and_counted_as_blocked(service: Service) -> None:
+    service.user_hooks(UserPromptSubmit=["block"])
+    service.start()
+    status, answer = service.dispatch(service.prompt())
+    assert (status, answer["exit_code"], answer["stderr"]) == (200, 0, "")  # Claude Code reads the JSON
+    verdict = json.loads(answer["stdout"])
+    assert verdict["decision"] == "block" and "blocked by the guard" in verdict["reason"]
+    assert value(service.metrics(), "hookcage_dispatches_total", outcome="blocked", listener="remote",
+                 event="UserPromptSubmit", agent="claude") == 1
+
+
+def test_the_project_comes_from_the_callers_project_variable(service: Service, tmp_path: Path) -> None:
+    other = tmp_path / "other-project"
+    (other / ".hookcage").mkdir(parents=True)
+    (other / ".hookcage" / "hooks.json").write_text(json.dumps(
+        {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo context"}]}]}}))
+    allow(service.home, ["echo context"])
+    service.start()
+    status, answer = service.dispatch(service.prompt(), env={"CLAUDE_PROJECT_DIR": str(other)})
+    assert status == 200 and answer["exit_code"] == 0
+    assert "not trusted yet" in answer["stdout"]  # the other project's hook was found, and not run
+    assert service.sandbox.requests == []
+    [record] = service.log()
+    assert (record["outcome"], record["skip_reason"], record["scope"]) == ("skipped", "untrusted", "project")
+
+
+@pytest.mark.parametrize(("fields", "payload", "reason"), [
+    ({"protocol": 2}, {}, "protocol 2"),
+    ({"agent": "no-such-agent"}, {}, "unknown agent 'no-such-agent'"),
+    ({"env": {"CLAUDE_PROJECT_DIR": "relative/dir"}}, {}, "is not an absolute path"),
+    ({}, {"cwd": "relative"}, "is not an absolute path"),
+    ({"env": {"CLAUDE_PROJECT_DIR": "/no/such/project/here"}}, {}, "does not exist on the hookcage service"),
+    ({}, {"cwd": "/no/such/project/here"}, "does not exist on the hookcage service"),
+    ({}, {"cwd": None}, "the caller has no working directory"),
+    ({}, {"transcript_path": "relative.jsonl"}, "transcript_path"),
+])
+def test_refusals_are_409_with_a_detail_and_run_nothing(
+    service: Service, fields: dict[str, Any], payload: dict[str, Any], reason: str
+) -> None:
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    service.start()
+    prompt = {k: v for k, v in service.prompt(**payload).items() if v is not None}
+    status, answer = service.dispatch(prompt, **fields)
+    assert status == 409 and set(answer) == {"detail"} and reason in answer["detail"]
+    assert service.sandbox.requests == [] and service.log() == []
+    assert value(service.metrics(), "hookcage_dispatches_total", outcome="refused") == 1
+
+
+def test_a_bad_payload_is_answered_as_in_process(service: Service) -> None:
+    service.start()
+    status, answer = service.dispatch(b"not json", event="UserPromptSubmit", cwd=str(service.project))
+    assert status == 200 and answer["exit_code"] == 1
+    assert answer["stderr"] == "hookcage: stdin is not valid JSON (line 1, column 1)\n"
+
+
+# -- size, shape, load ------------------------------------------------------------------------
+
+
+def test_an_oversize_content_length_is_413_before_the_body_is_read(service: Service) -> None:
+    service.start(max_body=1000)
+    with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:
+        sock.sendall(f"POST /dispatch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: 1001\r\n\r\n".encode())
+        # Not a byte of the body is sent: the answer comes anyway.
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 413 ")
+    assert json.loads(reply.split(b"\r\n\r\n", 1)[1]) == {"detail": "request body over 1000 bytes"}
+    assert value(service.metrics(), "hookcage_requests_rejected_total", status="413") == 1
+
+
+def test_an_oversize_chunked_body_is_413_and_one_at_the_limit_is_read(service: Service) -> None:
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    service.start(max_body=2000)
+    body = json.dumps({"payload_b64": base64.b64encode(json.dumps(service.prompt()).encode()).decode()})
+    padded = body[:-1] + ", " + '"pad": "' + "x" * (2000 - len(body) - 11) + '"}'
+    assert len(padded) == 2000
+
+    def chunked(data: bytes) -> Iterator[bytes]:
+        for start in range(0, len(data), 300):
+            yield data[start:start + 300]
+
+    conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=10)
+    conn.request("POST", "/dispatch", body=chunked(padded.encode()), encode_chunked=True,
+                 headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    response = conn.getresponse()
+    assert (response.status, json.loads(response.read())["exit_code"]) == (200, 0)
+    conn.close()
+    conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=10)
+    conn.request("POST", "/dispatch", body=chunked(padded.encode() + b" "), encode_chunked=True,
+                 headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    response = conn.getresponse()
+    assert response.status == 413
+    conn.close()
+    assert len(service.sandbox.requests) == 1
+
+
+@pytest.mark.parametrize(("body", "content_type", "status", "detail"), [
+    (b"{not json", "application/json", 400, "the request body is not valid JSON"),
+    (b"", "application/json", 400, "the request body is empty"),
+    (b"{}", "application/json", 422, "payload_b64: Field required"),
+    (b'{"payload_b64": 5}', "application/json", 422, "payload_b64: Input should be a valid string"),
+    (b'{"payload_b64": "e30=", "env": {"A": 1}}', "application/json", 422, "env.A: Input should be a valid string"),
+    (b'{"payload_b64": "!!not base64!!"}', "application/json", 422, "payload_b64 is not base64"),
+    (b'[1, 2]', "application/json", 422, "Input should be a valid dictionary"),
+    (b'{"payload_b64": "e30="}', "text/plain", 415, "Content-Type: application/json"),
+    (b'{"payload_b64": "e30="}', "application/x-www-form-urlencoded", 415, "Content-Type: application/json"),
+])
+def test_malformed_requests_are_a_clean_4xx_with_one_line(
+    service: Service, body: bytes, content_type: str, status: int, detail: str
+) -> None:
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    service.start()
+    got, _, data = service.call("POST", "/dispatch", body, headers={"Content-Type": content_type})
+    answer = json.loads(data)
+    assert got == status and set(answer) == {"detail"}
+    assert detail in answer["detail"] and "\n" not in answer["detail"]
+    assert service.sandbox.requests == [] and service.log() == []
+    assert value(service.metrics(), "hookcage_requests_rejected_total", status=str(status)) == 1
+
+
+def test_past_the_queue_a_dispatch_is_503_with_retry_after_and_the_others_are_answered(service: Service) -> None:
+    service.user_hooks(UserPromptSubmit=["wait-for-release"])
+    service.start(max_concurrent=1, max_queue=1)
+    results: list[tuple[int, Any]] = []
+
+    def send() -> None:
+        results.append(service.dispatch(service.prompt()))
+
+    first = threading.Thread(target=send)
+    first.start()
+    wait_for(lambda: len(service.sandbox.requests) == 1)  # running, holding the only slot
+    second = threading.Thread(target=send)
+    second.start()
+    wait_for(lambda: value(service.metrics(), "hookcage_dispatches_queued") == 1)
+    body = json.dumps({"payload_b64": base64.b64encode(json.dumps(service.prompt()).encode()).decode()}).encode()
+    status, head, data = service.call("POST", "/dispatch", body)
+    assert (status, head["retry-after"]) == (503, "1") and "retry later" in json.loads(data)["detail"]
+    assert len(service.sandbox.requests) == 1
+    RELEASE.set()
+    first.join(30)
+    second.join(30)
+    assert [status for status, _ in results] == [200, 200]
+    assert len(service.sandbox.requests) == 2
+    assert value(service.metrics(), "hookcage_requests_rejected_total", status="503") == 1
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.02)
+
+
+# -- metrics ---------------------------------------------------------------------------------
+
+
+def test_metrics_count_what_the_run_log_says_ran(service: Service) -> None:
+    (service.project / ".hookcage" / "hooks.json").write_text(json.dumps(
+        {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo project"}]}]}}))
+    hooks = {"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "echo context"},
+        {"type": "command", "command": "block"},
+        {"type": "command", "command": "curl evil.example"},  # not on the allow-list
+    ]}]}}
+    (service.home / "hooks.json").write_text(json.dumps(hooks))
+    allow(service.home, ["echo context", "block", "echo project"])
+    service.start()
+    for _ in range(3):
+        assert service.dispatch(service.prompt())[0] == 200
+    metrics = service.metrics()
+    log = service.log()
+    assert len(log) == 12
+    ran = [r for r in log if r["outcome"] == "ran"]
+    assert value(metrics, "hookcage_hooks_total", result="ran") == sum(r["status"] == "ok" for r in ran) == 3
+    assert value(metrics, "hookcage_hooks_total", result="blocked") == sum(r["status"] == "block" for r in ran) == 3
+    for reason in ("untrusted", "not_allowlisted"):
+        assert value(metrics, "hookcage_hooks_total", result="skipped", skip_reason=reason) == sum(
+            r.get("skip_reason") == reason for r in log) == 3
+    assert value(metrics, "hookcage_hook_duration_seconds_count") == 6
+    assert value(metrics, "hookcage_dispatches_total", listener="remote", outcome="blocked",
+                 event="UserPromptSubmit", agent="claude") == 3
+    assert value(metrics, "hookcage_dispatch_duration_seconds_count", listener="remote") == 3
+    assert value(metrics, "hookcage_dispatches_in_flight") == 0
+    assert value(metrics, "hookcage_containers_alive") == 0  # the fake sandbox has no engine
+    assert value(metrics, "hookcage_container_starts_total") == 0
+    assert value(metrics, "hookcage_info", version=__version__) == 1
+
+
+def test_each_daemon_counts_on_its_own_registry(tmp_path: Path) -> None:
+    first, second = Daemon(tmp_path / "a", home=tmp_path / "h1"), Daemon(tmp_path / "b", home=tmp_path / "h2")
+    try:
+        first.metrics.rejected(401)
+        assert b'hookcage_requests_rejected_total{status="401"} 1.0' in first.metrics.exposition()[0]
+        assert b'hookcage_requests_rejected_total{status="401"} 0.0' in second.metrics.exposition()[0]
+    finally:
+        first.close()
+        second.close()
+
+
+# -- OpenAPI ---------------------------------------------------------------------------------
+
+
+def test_openapi_is_behind_the_token_and_docs_openapi_json_is_its_copy(service: Service) -> None:
+    service.start()
+    status, _, data = service.call("GET", "/openapi.json")
+    assert status == 200
+    served = json.loads(data)
+    assert {"/dispatch", "/health", "/metrics"} <= set(served["paths"])
+    assert served["components"]["securitySchemes"]["bearer"] == {"type": "http", "scheme": "bearer"}
+    for code in ("200", "400", "401", "409", "413", "415", "422", "503"):
+        assert code in served["paths"]["/dispatch"]["post"]["responses"]
+    committed = json.loads((REPO / "docs" / "openapi.json").read_text())
+    assert committed == served, (
+        "docs/openapi.json is out of date: regenerate it with "
+        "`python -m executor.service.remote > docs/openapi.json`"
+    )
+
+
+# -- the token's sources -----------------------------------------------------------------------
+
+
+def test_the_token_comes_from_the_file_then_the_variable_then_the_variables_file(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text(f"  {TOKEN}  \nsecond line ignored\n")
+    path.chmod(0o600)
+    other = tmp_path / "other"
+    other.write_text("another-token-from-env-file\n")
+    other.chmod(0o400)
+    env = {"HOOKCAGE_TOKEN": "token-from-the-variable", "HOOKCAGE_TOKEN_FILE": str(other)}
+    assert load_token(path, env) == TOKEN
+    assert load_token(None, env) == "token-from-the-variable"
+    assert load_token(None, {"HOOKCAGE_TOKEN_FILE": str(other)}) == "another-token-from-env-file"
+
+
+@pytest.mark.parametrize(("content", "mode", "message"), [
+    ("short\n", 0o600, "is 5 characters: at least 16"),
+    ("\n", 0o600, "is empty"),
+    ("ünïcödé-token-1234567\n", 0o600, "other than visible ASCII"),
+    ("tab\tinside-the-token-123\n", 0o600, "other than visible ASCII"),
+    (f"{TOKEN}\n", 0o640, r"accessible by group or others \(mode 0640\): run chmod 600"),
+    (f"{TOKEN}\n", 0o604, "accessible by group or others"),
+    (f"{TOKEN}\n", 0o620, "accessible by group or others"),
+])
+def test_an_unusable_token_file_is_refused_with_one_line(tmp_path: Path, content: str, mode: int,
+                                                         message: str) -> None:
+    path = tmp_path / "token"
+    path.write_text(content)
+    path.chmod(mode)
+    with pytest.raises(ServiceConfigError, match=message) as caught:
+        read_token_file(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_no_token_a_missing_file_and_a_directory_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ServiceConfigError, match="--listen needs a token"):
+        load_token(None, {})
+    with pytest.raises(ServiceConfigError, match="cannot read token file"):
+        load_token(tmp_path / "missing", {})
+    with pytest.raises(ServiceConfigError, match="is not a regular file"):
+        read_token_file(tmp_path)
+    with pytest.raises(ServiceConfigError, match="HOOKCAGE_TOKEN is empty"):
+        load_token(None, {"HOOKCAGE_TOKEN": "  "})
+    link = tmp_path / "link"
+    target = tmp_path / "target"
+    target.write_text(TOKEN)
+    target.chmod(0o600)
+    link.symlink_to(target)
+    with pytest.raises(ServiceConfigError, match="cannot read token file"):  # O_NOFOLLOW
+        read_token_file(link)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("127.0.0.1:8765", ("127.0.0.1", 8765)), ("0.0.0.0:0", ("0.0.0.0", 0)), ("[::1]:80", ("::1", 80)),
+    ("localhost:65535", ("localhost", 65535)),
+])
+def test_listen_addresses(text: str, expected: tuple[str, int]) -> None:
+    assert parse_listen(text) == expected
+
+
+@pytest.mark.parametrize("text", ["8765", ":8765", "host:", "host:port", "host:65536", "::1:80", "[nope]:80",
+                                  "127.0.0.1:-1"])
+def test_bad_listen_addresses(text: str) -> None:
+    with pytest.raises(ServiceConfigError, match="--listen"):
+        parse_listen(text)
