@@ -78,6 +78,8 @@ BASE_ENV = {
     "LANG": "C.UTF-8",
 }
 ENGINE_HINT = "start Docker, or set DOCKER_HOST"
+TLS_HINT = ("DOCKER_CERT_PATH must hold the engine's ca.pem and this client's cert.pem and key.pem "
+            "(DOCKER_TLS_VERIFY=1 checks the engine against that ca.pem)")
 
 _READ_CHUNK = 256 * 1024
 _WRITE_CHUNK = 64 * 1024
@@ -234,6 +236,27 @@ def _is_timeout(exc: BaseException) -> bool:
     )
 
 
+def _tls_reason(exc: BaseException) -> str:
+    """What the TLS layer said, e.g. ``certificate verify failed: unable to get local issuer certificate``."""
+    for cause in _causes(exc):
+        if isinstance(cause, ssl.SSLEOFError | ConnectionResetError | ConnectionAbortedError):
+            # A refused certificate often ends this way: the alert is lost when the engine hangs up.
+            return "the engine closed the connection during the handshake (it may not accept this client's certificate)"
+        if isinstance(cause, ssl.SSLError):
+            # "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: ... (_ssl.c:1006)"
+            text = _SSL_NOISE.sub("", str(cause.args[1] if len(cause.args) > 1 else cause))
+            text = " ".join(text.split())[:200] or type(cause).__name__
+            if "alert" in text:  # the engine's answer to this client's certificate
+                return f"the engine refused this client's certificate ({text})"
+            if isinstance(cause, ssl.SSLCertVerificationError):
+                return f"this client refused the engine's certificate ({text})"
+            return text
+    return "no reason given"  # pragma: no cover - only called when an SSLError is in the chain
+
+
+_SSL_NOISE = re.compile(r"^\[SSL: [A-Z0-9_]+\]\s*|\s*\(_ssl\.c:\d+\)$")
+
+
 def _explanation(exc: BaseException) -> str:
     text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
     return " ".join(str(text).split())[:300]
@@ -258,6 +281,7 @@ class _Where:
     url: str
     image: str = ""
     runtime: str | None = None
+    tls: bool = False
 
 
 @dataclass(frozen=True)
@@ -267,6 +291,26 @@ class _Rule:
 
 
 _ERROR_RULES: tuple[_Rule, ...] = (
+    _Rule(
+        lambda e, w: isinstance(e, docker.errors.TLSParameterError),
+        lambda e, w: SandboxUnavailable(
+            f"the Docker TLS settings for {w.url} are unusable ({_explanation(e)}): {TLS_HINT}"
+        ),
+    ),
+    _Rule(
+        lambda e, w: w.step == "connect" and (
+            _caused_by(e, ssl.SSLError) or (w.tls and _caused_by(e, ConnectionResetError, ConnectionAbortedError))
+        ),
+        lambda e, w: SandboxUnavailable(
+            f"the TLS handshake with the Docker engine at {w.url} failed: {_tls_reason(e)}; {TLS_HINT}"
+        ),
+    ),
+    _Rule(
+        lambda e, w: _caused_by(e, ssl.SSLError),
+        lambda e, w: SandboxError(
+            f"the TLS connection to the Docker engine at {w.url} failed ({w.step}): {_tls_reason(e)}"
+        ),
+    ),
     _Rule(
         lambda e, w: _caused_by(e, PermissionError),
         lambda e, w: SandboxUnavailable(
@@ -341,7 +385,7 @@ _ERROR_RULES: tuple[_Rule, ...] = (
 
 
 def map_engine_error(
-    exc: BaseException, *, step: str, url: str, image: str = "", runtime: str | None = None
+    exc: BaseException, *, step: str, url: str, image: str = "", runtime: str | None = None, tls: bool = False
 ) -> SandboxError:
     """The hookcage exception for a backend exception; the caller raises it ``from exc``.
 
@@ -351,13 +395,14 @@ def map_engine_error(
         url: the engine's address, for the message.
         image: the image of the run, for "missing image" messages.
         runtime: the OCI runtime asked for, if any.
+        tls: the client talks TLS to the engine (also assumed for an ``https://`` url).
 
     Returns:
         ``SandboxUnavailable`` when the backend cannot be used at all (engine
         unreachable, image or runtime missing), else ``SandboxError``; the
         message is one line.
     """
-    where = _Where(step, url, image, runtime)
+    where = _Where(step, url, image, runtime, tls or url.startswith("https://"))
     for rule in _ERROR_RULES:
         if rule.applies(exc, where):
             return rule.build(exc, where)
@@ -696,6 +741,11 @@ def engine_url(client: docker.APIClient) -> str:
     return str(getattr(client, "base_url", "the Docker engine"))
 
 
+def over_tls(client: docker.APIClient) -> bool:
+    """Whether the client talks to its engine over TLS (``DOCKER_TLS_VERIFY``, e.g. GitLab's dind)."""
+    return str(getattr(client, "base_url", "")).startswith("https://")
+
+
 def default_client(
     *, timeout: float = DEFAULT_API_TIMEOUT, environ: Mapping[str, str] | None = None
 ) -> docker.APIClient:
@@ -714,12 +764,31 @@ def default_client(
     """
     env = dict(os.environ if environ is None else environ)
     url = _env_engine_url(env)
+    kwargs: dict[str, Any] = {}
     try:
         # kwargs_from_env reads os.environ when handed an empty mapping.
         kwargs = docker.utils.kwargs_from_env(environment=env or {"DOCKER_HOST": url})
-        return docker.APIClient(version="auto", timeout=timeout, **kwargs)
+        return EngineClient(version="auto", timeout=timeout, **kwargs)
     except BACKEND_ERRORS as exc:
-        raise map_engine_error(exc, step="connect", url=url) from exc
+        raise map_engine_error(exc, step="connect", url=url, tls=bool(kwargs.get("tls"))) from exc
+
+
+class EngineClient(docker.APIClient):  # type: ignore[misc, unused-ignore]
+    """docker-py's ``APIClient``, but the engine's CA from ``DOCKER_CERT_PATH`` stays the one checked.
+
+    ``requests`` lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` replace a
+    session's CA file on every request (many CI images set them), so a TLS
+    engine (GitLab's ``docker:dind``) would be checked against the system
+    bundle and refused. The docker CLI never reads those variables.
+    """
+
+    def merge_environment_settings(
+        self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any
+    ) -> dict[str, Any]:
+        settings: dict[str, Any] = super().merge_environment_settings(url, proxies, stream, verify, cert)
+        if isinstance(self.verify, str) and verify is None:
+            settings["verify"] = self.verify
+        return settings
 
 
 class StateInfo(TypedDict):
@@ -935,22 +1004,37 @@ def engine_info(client: docker.APIClient) -> EngineInfo:
 
 
 def raw_socket(attached: Any) -> socket.socket:
-    """The plain socket under what ``attach_socket`` returned."""
+    """The socket under what ``attach_socket`` returned (a TLS one for a TLS engine)."""
     raw = getattr(attached, "_sock", attached)  # socket.SocketIO wraps the socket
-    if isinstance(raw, ssl.SSLSocket) or not isinstance(raw, socket.socket):
-        # The ssl module cannot half-close a TLS stream, so a hook would never see
-        # the end of its stdin.
+    if not isinstance(raw, socket.socket):
         raise SandboxUnavailable(
-            "the docker backend needs a unix socket or plain tcp engine address "
-            "(TLS and ssh engines are not supported): set DOCKER_HOST"
+            "the docker backend needs a unix socket or tcp engine address "
+            "(ssh engines are not supported): set DOCKER_HOST"
         )
     return raw
 
 
 def half_close(sock: socket.socket) -> None:
+    """End the hook's stdin: shut down the connection's write side.
+
+    Over TLS, as the docker CLI does (``CloseWrite`` on the TCP connection
+    under ``tls.Conn``): the TCP write side is shut down beneath the TLS
+    layer, which is left as it is, so the engine's answer can still be read.
+    The engine takes that end of stream as the end of stdin.
+    """
     # OSError: the engine already closed the connection; the hook is done with stdin.
     with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_WR)
+        # socket.socket.shutdown, not ssl.SSLSocket.shutdown (which drops the TLS layer).
+        socket.socket.shutdown(sock, socket.SHUT_WR)
+
+
+_WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+"""No progress now, try again when the socket is ready (the TLS ones: a record is incomplete)."""
+
+
+def buffered(sock: socket.socket) -> bool:
+    """Whether decrypted bytes wait in the TLS layer (the socket itself may not look readable)."""
+    return isinstance(sock, ssl.SSLSocket) and sock.pending() > 0
 
 
 PumpEnd = Literal["eof", "deadline", "stopped"]
@@ -991,14 +1075,15 @@ def pump_frames(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "deadline"
-            ready = selector.select(remaining)
-            mask = ready[0][1] if ready else 0
+            waiting = buffered(sock)
+            ready = selector.select(0 if waiting else remaining)
+            mask = (ready[0][1] if ready else 0) | (selectors.EVENT_READ if waiting else 0)
             if mask & selectors.EVENT_WRITE:
                 try:
                     sent = sock.send(pending[:_WRITE_CHUNK])
-                except BlockingIOError:
+                except _WOULD_BLOCK:
                     sent = 0
-                except (BrokenPipeError, ConnectionResetError):
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):
                     sent = len(pending)  # the hook exited without reading it all
                 pending = pending[sent:]
                 if not pending:
@@ -1007,9 +1092,9 @@ def pump_frames(
             if mask & selectors.EVENT_READ:
                 try:
                     chunk = sock.recv(_READ_CHUNK)
-                except BlockingIOError:
+                except _WOULD_BLOCK:
                     continue
-                except ConnectionResetError:
+                except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
                     return "eof"
                 if not chunk:
                     return "eof"

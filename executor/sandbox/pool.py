@@ -113,6 +113,7 @@ from executor.sandbox.docker import (
     demux_frames,
     engine_url,
     map_engine_error,
+    over_tls,
     pump_frames,
     raw_socket,
     remove_container_quietly,
@@ -435,6 +436,8 @@ class PooledDockerSandbox(DockerSandbox):
             SandboxError: the request is invalid (exactly as the cold path says).
         """
         create, host = container_args(self.profile, request, name="hookcage-key", now=time.time())
+        if over_tls(self.client):
+            return None  # the pool reads its streams as plain sockets: over TLS every run is cold
         targets = tuple(sorted(os.path.normpath(t) for t in request.overlays))
         executable = _executable_targets(request.overlays)
         key = _pool_key(create, host, targets, executable)
