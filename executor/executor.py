@@ -186,6 +186,12 @@ class _HookInputs:
         return self._built[key]
 
 
+def _inside_project(path: Path, root: str) -> bool:
+    """Whether ``path`` (symlinks resolved) is the project root ``root`` or under it."""
+    real, project = os.path.realpath(path), os.path.realpath(root)
+    return os.path.commonpath([real, project]) == project
+
+
 def _untrusted_note(details: Sequence[str], root: Path) -> str:
     count = len(details)
     unsafe = [d for d in details if d != "new or changed since it was reviewed"]
@@ -399,7 +405,7 @@ class HookExecutor:
             return _Gate(allow=check)
         try:
             subject = self.trust_subject(hook, root)
-            trusted = self.trust_store().is_trusted(subject.digest())
+            trusted = self.is_trusted(subject)
         except (UnsafeReference, TrustStoreError) as exc:
             return _Gate(skip=Skip("untrusted", str(exc)), allow=check, trusted=False)
         except HookcageError as exc:  # the image cannot be resolved: the hook cannot run
@@ -428,6 +434,28 @@ class HookExecutor:
                 extra = [self.settings.trust_file] if self.settings.trust_file else []
                 self._trust = TrustStore(self.settings.trust_store_file, extra=extra)
             return self._trust
+
+    def is_trusted(self, subject: TrustSubject) -> bool:
+        """Whether ``subject`` is in the trust store or ``HOOKCAGE_TRUST_FILE``.
+
+        Raises:
+            TrustStoreError: the store or the trust file cannot be read, or one
+                of them lies inside the subject's project: a change to the
+                project (a pull request adding ``trust.json`` there) could then
+                trust itself, so neither is read.
+        """
+        store = self.trust_store()
+        # A "project" that holds the user's home folder (an agent started in ~) is no checkout:
+        # the default store under ~ is not a stranger's file there.
+        checkout = not _inside_project(Path(os.path.expanduser("~")), subject.root)
+        for path in (*([store.path] if checkout else []), *store.extra):
+            if _inside_project(path, subject.root):
+                what = "trust store" if path == store.path else "trust file"
+                fix = ("set HOOKCAGE_HOME to a folder outside it" if path == store.path else
+                       "write the export outside the checkout (e.g. $RUNNER_TEMP) and point HOOKCAGE_TRUST_FILE there")
+                raise TrustStoreError(f"{what} {path} is inside the project {subject.root}, where a change to the "
+                                      f"project could trust itself: not read; {fix}")
+        return store.is_trusted(subject.digest())
 
     def trust_subject(self, hook: HookSpec, root: Path) -> TrustSubject:
         """What trusting ``hook`` covers: command, referenced files, full profile, capabilities.
@@ -515,7 +543,7 @@ class HookExecutor:
             except HookcageError:
                 continue
             needs = find_needs(subject.files)
-            if not needs or not self.trust_store().is_trusted(subject.digest()):
+            if not needs or not self.is_trusted(subject):
                 continue
             if not self.dep_cache().ready(cache_key(needs, subject.files, str(subject.profile.get("image")))):
                 missing.append((hook, subject))
@@ -544,7 +572,7 @@ class HookExecutor:
             except HookcageError as exc:
                 refused.append((hook, str(exc)))
                 continue
-            if not self.trust_store().is_trusted(subject.digest()):
+            if not self.is_trusted(subject):
                 pending.append((hook, subject))
         return pending, refused
 

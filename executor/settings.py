@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -153,6 +153,12 @@ class Settings(BaseSettings):
     """More allow entries, one per line (``HOOKCAGE_ALLOW_APPEND``, for CI)."""
     trust_file: Path | None = None
     """A read-only trust file (``HOOKCAGE_TRUST_FILE``, e.g. exported on the base branch)."""
+
+    @field_validator("trust_file", mode="before")
+    @classmethod
+    def _no_trust_file_when_empty(cls, value: Any) -> Any:
+        # HOOKCAGE_TRUST_FILE= (CI sets variables empty) means none, not the current directory.
+        return None if isinstance(value, str) and not value.strip() else value
 
     @property
     def allow_entries(self) -> tuple[str, ...]:
