@@ -936,9 +936,49 @@ def doctor() -> None:
         click.echo("[..] gVisor (runsc) not installed: optional, it also contains kernel exploits")
     report(shutil_which("debootstrap") is not None or image_exists(client, image_name),
            "debootstrap available (to build the image without a registry)", "apt-get install debootstrap")
+    _doctor_path_map(report, client, settings)
     click.echo("all good" if not problems else f"{problems} problem(s) found")
     if problems:
         raise CliExit(1)
+
+
+def _doctor_path_map(report: Any, client: Any, settings: Any) -> None:
+    """The path_map section: where the engine sees hookcage's paths; each directory entry probed."""
+    from executor.sandbox import pathcheck
+    from executor.sandbox.images import RUNNER_IMAGE, image_exists
+    from executor.sandbox.paths import Candidates, engine_path, resolve_path_map, with_resolved_keys
+
+    try:
+        path_map = resolve_path_map(settings.path_map, client)
+    except HookcageError as exc:
+        report(False, f"path_map: {exc}", "set HOOKCAGE_PATH_MAP, or start Docker")
+        return
+    if not path_map.active:
+        found = Candidates.of_this_process()
+        note = (" (this process looks containerised, but the engine knows no container of it: "
+                "right when the engine shares hookcage's file system)"
+                if settings.path_map is None and (found.full or found.prefix) else "")
+        click.echo(f"[..] path_map {path_map.describe()}{note}")
+        return
+    click.echo(f"[..] path_map {path_map.describe()}")
+    try:  # staged files, dependency caches and persistent homes are bound from there
+        engine_path(os.path.realpath(settings.home), with_resolved_keys(path_map, os.path.realpath))
+    except HookcageError as exc:
+        report(False, f"hookcage's home {settings.home}: {exc}",
+               "mount the home into hookcage's container (a named volume will do), or add it to HOOKCAGE_PATH_MAP")
+    if not image_exists(client, RUNNER_IMAGE):
+        report(False, f"path_map not checked: the probe needs the image {RUNNER_IMAGE}", "hookcage image build")
+        return
+    try:
+        checks = pathcheck.check_path_map(client, path_map)
+    except HookcageError as exc:
+        report(False, f"path_map not checked: {exc}", "hookcage image build")
+        return
+    for check in checks:
+        if check.ok is None:
+            click.echo(f"[..] {_field(check.line())}")
+        else:
+            report(check.ok, _field(check.line()), pathcheck.fix_for(path_map))
 
 
 def _doctor_agents(report: Any, home: Path) -> None:

@@ -137,6 +137,19 @@ class Settings(BaseSettings):
     tmpfs_size: str = "64m"
     home_cap: str = Field("64m", pattern=r"^[1-9][0-9]*[bkmgBKMG]?$")  # Rust regex: "$" is the very end
     """Size past which a hook's persistent home (``sandbox.home``) is bound read-only."""
+    path_map: dict[str, str] | None = None
+    """Where the Docker engine's host sees hookcage's paths, ``{path here: path on the engine's host}``
+    (``HOOKCAGE_PATH_MAP`` as a JSON object). Unset: detected from hookcage's own container's mounts
+    when it runs in one; ``{}``: the engine sees every path as hookcage does. See docs/sandbox.md."""
+
+    @field_validator("path_map")
+    @classmethod
+    def _valid_path_map(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None:
+            from executor.sandbox.paths import parse_path_map
+
+            parse_path_map(value)  # ValueError: pydantic names the setting
+        return value
 
     # The daemon's warm pool (``hookcage serve``; in-process runs are always cold).
     pool_size: int = Field(2, ge=0, le=64)

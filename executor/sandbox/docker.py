@@ -43,7 +43,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict, TypeVar
 
@@ -58,6 +58,14 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from executor import __version__
 from executor.errors import SandboxError, SandboxUnavailable
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
+from executor.sandbox.paths import (
+    IDENTITY,
+    PathMap,
+    detect_path_map,
+    engine_path,
+    resolve_path_map,
+    with_resolved_keys,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -267,6 +275,21 @@ def _status(exc: BaseException) -> int:
     return status if isinstance(status, int) else 0
 
 
+_MISSING_SOURCE = (
+    re.compile(r"bind source path does not exist: (.+)$"),
+    re.compile(r"failed to mount local volume: .*lowerdir=(.+): no such file or directory$"),
+)
+
+
+def _missing_source(exc: BaseException) -> str | None:
+    """The mount source the engine said its host lacks (a bind's, an overlay's layers), if that is the error."""
+    text = " ".join(str(getattr(exc, "explanation", None) or exc).split())
+    for pattern in _MISSING_SOURCE:
+        if match := pattern.search(text):
+            return match.group(1)
+    return None
+
+
 def _image_hint(image: str) -> str:
     if image.startswith(RUNNER_REPOSITORY + ":"):
         return "run `hookcage image build`"
@@ -344,6 +367,14 @@ _ERROR_RULES: tuple[_Rule, ...] = (
         lambda e, w: SandboxUnavailable(
             f"the Docker engine at {w.url} has no runtime {w.runtime!r}: "
             "install it, or leave the runtime unset"
+        ),
+    ),
+    _Rule(
+        lambda e, w: isinstance(e, docker.errors.APIError) and _missing_source(e) is not None,
+        lambda e, w: SandboxError(
+            f"the Docker engine's host has no {_missing_source(e)} to mount (hookcage sees a path there "
+            "that the engine does not): when hookcage runs in a container, mount that path into it, or set "
+            "path_map (HOOKCAGE_PATH_MAP); `hookcage doctor` checks the mapping"
         ),
     ),
     _Rule(
@@ -455,6 +486,8 @@ class DockerProfile:
     hostname: str = "hookcage"
     user: str | None = None
     """``uid:gid``; ``None``: decided per run by :func:`default_user`."""
+    paths: PathMap = IDENTITY
+    """Where the engine sees hookcage's paths (:mod:`executor.sandbox.paths`)."""
 
 
 def default_user(project_dir: str | None = None) -> str:
@@ -491,13 +524,33 @@ def _inside(path: str, root: str) -> bool:
     return os.path.commonpath([path, root]) == root
 
 
-def _bind(source: str, target: str, *, read_only: bool) -> dict[str, Any]:
+def engine_source(path: str, paths: PathMap) -> str:
+    """Where the engine finds ``path`` (as hookcage sees it), to hand it as a mount source.
+
+    With a path map in force, symlinks are resolved here first, as hookcage
+    sees them: an absolute link means another thing on the engine's host.
+
+    Raises:
+        SandboxError: the engine cannot see ``path`` (outside every path_map entry).
+    """
+    if not paths.active:
+        return path
+    return engine_path(os.path.realpath(path), paths)
+
+
+def _bind(source: str, target: str, *, read_only: bool, paths: PathMap = IDENTITY) -> dict[str, Any]:
+    """A bind of ``source`` (as hookcage sees it) at ``target`` in the container.
+
+    The Mount API (unlike ``-v``) refuses a source the engine's host does not
+    have instead of creating an empty directory there: a wrong path_map fails
+    the run (see ``map_engine_error``), it never mounts an empty workspace.
+    """
     # NonRecursive: on engines before API 1.44 a read-only bind is not
     # recursively read-only, so a host mount nested in the workspace would be
     # writable. Not bringing submounts along at all closes that.
     return {
         "Type": "bind",
-        "Source": source,
+        "Source": engine_source(source, paths),
         "Target": target,
         "ReadOnly": read_only,
         "BindOptions": {"NonRecursive": True},
@@ -544,19 +597,23 @@ def staged_tree(request: RunRequest) -> str | None:
 _OVERLAY_UNSAFE = re.compile(r"[,:\\\0\n]")
 
 
-def _overlay_workspace(tree: str, project: str) -> dict[str, Any]:
+def _overlay_workspace(tree: str, project: str, paths: PathMap = IDENTITY) -> dict[str, Any]:
     """An anonymous volume mounting ``tree`` over ``project`` (read-only: no upper layer).
 
-    A path the overlay options cannot carry (``,``, ``:``, a backslash) is
-    reached through a symlink beside the tree, which the kernel follows when
-    it mounts.
+    The engine mounts it on its host: both layers are given as the engine
+    sees them (``paths``). A project path the overlay options cannot carry
+    (``,``, ``:``, a backslash) is reached through a symlink beside the tree,
+    holding the project's path on the engine's host, which the kernel
+    follows there when it mounts.
     """
-    lower = project
+    upper_tree = engine_source(tree, paths)
+    lower = engine_source(project, paths)
     if _OVERLAY_UNSAFE.search(lower):
-        lower = os.path.join(os.path.dirname(tree), "project")
+        link = os.path.join(os.path.dirname(tree), "project")
         with contextlib.suppress(FileExistsError):
-            os.symlink(project, lower)
-    for path in (tree, lower):
+            os.symlink(lower, link)
+        lower = os.path.join(engine_source(os.path.dirname(tree), paths), "project")  # not the link's target
+    for path in (upper_tree, lower):
         if _OVERLAY_UNSAFE.search(path):
             raise SandboxError(f"cannot lay the reviewed files over the workspace: {path!r} holds ',', ':' or '\\'")
     return {
@@ -566,14 +623,18 @@ def _overlay_workspace(tree: str, project: str) -> dict[str, Any]:
             "NoCopy": True,
             "DriverConfig": {
                 "Name": "local",
-                "Options": {"type": "overlay", "device": "overlay", "o": f"lowerdir={tree}:{lower}"},
+                "Options": {"type": "overlay", "device": "overlay", "o": f"lowerdir={upper_tree}:{lower}"},
             },
         },
     }
 
 
-def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
-    """The bind mounts of a run and its working directory."""
+def _mounts(request: RunRequest, paths: PathMap = IDENTITY) -> tuple[list[dict[str, Any]], str]:
+    """The bind mounts of a run and its working directory.
+
+    Every check looks at the paths as hookcage sees them; every source handed
+    to the engine is translated by ``paths`` (:func:`engine_source`).
+    """
     options = request.options
     mounts: list[dict[str, Any]] = []
     targets: set[str] = set()
@@ -586,10 +647,10 @@ def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
         if not os.path.isdir(project):
             raise SandboxError(f"the project directory {project} does not exist")
         if tree is not None and options.workspace == "ro":
-            mounts.append(_overlay_workspace(tree, project))
+            mounts.append(_overlay_workspace(tree, project, paths))
             targets.update(os.path.normpath(t) for t in request.overlays)
         else:
-            mounts.append(_bind(project, project, read_only=options.workspace != "rw"))
+            mounts.append(_bind(project, project, read_only=options.workspace != "rw", paths=paths))
         targets.add(project)
         cwd = os.path.normpath(request.cwd)
         workdir = (
@@ -601,7 +662,7 @@ def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
             raise SandboxError(f"staged file {target!r} is not inside the project {project}")
         if target in targets:
             continue  # laid over the workspace by the overlay file system
-        mounts.append(_bind(source, target, read_only=True))
+        mounts.append(_bind(source, target, read_only=True, paths=paths))
         targets.add(target)
     real_project = os.path.realpath(project)
     for extra in options.mounts:
@@ -616,13 +677,13 @@ def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
         if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
             raise SandboxError(f"extra mount {extra!r} is not a file or directory")
         if path not in targets:
-            mounts.append(_bind(real, path, read_only=True))
+            mounts.append(_bind(real, path, read_only=True, paths=paths))
             targets.add(path)
     for bind in request.binds:
         target = os.path.normpath(bind.target)
         if not os.path.isabs(target) or not os.path.isabs(bind.source) or target in targets:
             raise SandboxError(f"refusing to bind {bind.source!r} at {bind.target!r}")
-        mounts.append(_bind(bind.source, target, read_only=bind.read_only))
+        mounts.append(_bind(bind.source, target, read_only=bind.read_only, paths=paths))
         targets.add(target)
     transcript = request.transcript_path
     if transcript and os.path.isabs(transcript):
@@ -633,7 +694,11 @@ def _mounts(request: RunRequest) -> tuple[list[dict[str, Any]], str]:
         except OSError:
             regular = False
         if regular and transcript not in targets:
-            mounts.append(_bind(transcript, transcript, read_only=True))
+            try:
+                mounts.append(_bind(transcript, transcript, read_only=True, paths=paths))
+            except SandboxError as exc:
+                # As when hookcage cannot see it: the hook runs without the transcript.
+                logger.warning("not mounting the transcript: %s", exc)
     return mounts, workdir
 
 
@@ -677,7 +742,7 @@ def container_args(
         raise SandboxError(f"invalid limits: cpus={cpus}, pids={pids}")
     file_size = _size(profile.file_size, "file size limit")
     tmpfs_size = _size(profile.tmpfs_size, "tmpfs size")
-    mounts, workdir = _mounts(request)
+    mounts, workdir = _mounts(request, profile.paths)
     network_disabled = options.network == "none"
     labels = {
         **request.labels,
@@ -1156,6 +1221,7 @@ class DockerSandbox(Sandbox):
         file_size: str = "64m",
         hostname: str = "hookcage",
         user: str | None = None,
+        path_map: PathMap | Mapping[str, str] | None = None,
         client: docker.APIClient | None = None,
         reap_on_start: bool = True,
     ) -> None:
@@ -1173,6 +1239,11 @@ class DockerSandbox(Sandbox):
             hostname: the container's fixed hostname.
             user: ``uid:gid`` to run as; the invoking user by default, or
                 nobody (65534) when that is root.
+            path_map: where the engine sees hookcage's paths
+                (:mod:`executor.sandbox.paths`): ``{path here: path on the
+                engine's host}``; ``{}``: the same paths; None: detected from
+                hookcage's own container (with the first engine call) when it
+                runs in one.
             client: an Engine API client; by default one from ``DOCKER_HOST``
                 is made on first use (and closed by ``close()``).
             reap_on_start: remove stale hookcage containers once, in the
@@ -1189,6 +1260,13 @@ class DockerSandbox(Sandbox):
             hostname=hostname,
             user=user,
         )
+        self._paths: PathMap | None = None
+        """The map in force; None until detected (with the first engine call)."""
+        self._paths_applied = False
+        if isinstance(path_map, PathMap):
+            self._paths = path_map
+        elif path_map is not None:
+            self._paths = resolve_path_map(path_map, None)  # no engine call for a setting; SandboxError if invalid
         self._client = client
         self._owns_client = client is None
         self._lock = threading.Lock()
@@ -1209,6 +1287,16 @@ class DockerSandbox(Sandbox):
         with self._lock:
             if self._client is None:
                 self._client = default_client()
+            if not self._paths_applied:
+                # Once, before any mount is built: where the engine sees hookcage's paths.
+                if self._paths is None:
+                    self._paths = detect_path_map(self._client)
+                from executor.sandbox.pathcheck import verify_path_map
+
+                verify_path_map(self._client, self._paths)  # a wrong setting: every run refused, one line
+                if self._paths.active:
+                    self.profile = replace(self.profile, paths=with_resolved_keys(self._paths, os.path.realpath))
+                self._paths_applied = True
             return self._client
 
     def image_identity(self, image: str | None) -> str:

@@ -435,6 +435,7 @@ class PooledDockerSandbox(DockerSandbox):
         Raises:
             SandboxError: the request is invalid (exactly as the cold path says).
         """
+        self.client  # noqa: B018 -- first: where the engine sees hookcage's paths (path_map) is known
         create, host = container_args(self.profile, request, name="hookcage-key", now=time.time())
         if over_tls(self.client):
             return None  # the pool reads its streams as plain sockets: over TLS every run is cold

@@ -56,6 +56,7 @@ import socket
 import stat
 import threading
 import time
+import types
 import typing
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -134,6 +135,9 @@ class ForwardedSettings(Settings):
 def _is_complex(field: FieldInfo) -> bool:
     """Whether pydantic-settings reads this field's variable as JSON (models and containers)."""
     annotation = field.annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation = args[0]  # X | None, as pydantic-settings reads it (e.g. path_map)
     origin = typing.get_origin(annotation) or annotation
     if isinstance(origin, type) and issubclass(origin, BaseModel):
         return True

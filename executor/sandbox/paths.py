@@ -1,0 +1,381 @@
+"""Where the Docker engine sees hookcage's files: ``path_map``, its detection, the one translation.
+
+How this works: the engine resolves a bind mount's source (and an overlay's
+``lowerdir``) on ITS host, in its own mount namespace. When hookcage runs on
+that host, a path hookcage sees is the path the engine sees. When hookcage
+runs in a container (the service of ``compose.yaml``) with the engine's
+socket, the engine creates hook containers as siblings: the workspace that
+hookcage sees at ``/work`` may be ``/home/me/work`` for the engine, and its
+home a named volume under ``/var/lib/docker/volumes``. Every host path the
+docker sandbox hands the engine goes through :func:`engine_path` first.
+
+- ``path_map`` (``HOOKCAGE_PATH_MAP``, a JSON object ``{path as hookcage
+  sees it: path as the engine's host sees it}``) says so explicitly.
+- Unset, hookcage looks for its own container on the engine it talks to
+  (the container id from ``/proc/self/mountinfo``, else ``/proc/self/cgroup``,
+  else a hostname that is an id prefix; each one verified by inspecting it)
+  and maps each of its mounts' ``Destination`` to its ``Source`` (a named
+  volume's ``Source`` is its mountpoint on the host).
+- No map at all (hookcage on the engine's host, or ``path_map = {}``):
+  paths pass unchanged. A container of this engine with no mounts at all
+  has a map with no entries: every path is refused.
+- With a map, a path outside every entry is REFUSED, never passed
+  unchanged: in a container it names a file of hookcage's own file system,
+  which the engine cannot see, and passing it on would have the engine bind
+  whatever its host holds at that path. An entry ``"/": "/"`` passes the rest
+  unchanged on purpose.
+
+A wrong entry (it points at another directory of the host) is found by
+:mod:`executor.sandbox.pathcheck` (``hookcage doctor``, ``hookcage serve``).
+
+The parsing and the translation are pure; :func:`detect_path_map` and
+:func:`own_container` read ``/proc`` and ask the engine.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import posixpath
+import re
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from executor.errors import SandboxError
+
+logger = logging.getLogger(__name__)
+
+Origin = Literal["none", "setting", "detected"]
+
+
+@dataclass(frozen=True)
+class PathMap:
+    """Prefixes of hookcage's paths and where the engine sees each one.
+
+    Attributes:
+        entries: ``(hookcage path, engine path)`` pairs, normalised, the
+            longest hookcage path first. Empty: paths pass unchanged.
+        origin: ``"setting"`` (``path_map``), ``"detected"`` (hookcage's own
+            container's mounts) or ``"none"``.
+        container: the container the entries were detected from (its id).
+    """
+
+    entries: tuple[tuple[str, str], ...] = ()
+    origin: Origin = "none"
+    container: str = ""
+
+    @property
+    def active(self) -> bool:
+        """Whether paths are translated (and those outside every entry refused)."""
+        return self.origin != "none"
+
+    def describe(self) -> str:
+        """One line for people: where the map came from and its entries."""
+        if not self.active:
+            return "none: the engine sees hookcage's paths as they are"
+        where = {"setting": "path_map setting", "detected": f"detected from container {self.container[:12]}",
+                 "none": "none"}[self.origin]
+        return f"{where}: " + (", ".join(f"{s} -> {e}" for s, e in sorted(self.entries)) or "no mounts")
+
+
+IDENTITY = PathMap()
+"""No translation: hookcage and the engine see the same paths."""
+
+
+# --------------------------------------------------------------------------
+# Parsing and translating (pure)
+# --------------------------------------------------------------------------
+
+
+def normal_path(path: str, what: str = "path") -> str:
+    """``path`` made canonical for prefix matching: absolute, ``.``/``..``/``//`` collapsed, no trailing ``/``.
+
+    ``..`` is collapsed lexically, so ``/work/../etc`` is ``/etc`` (not under
+    ``/work``): a path cannot climb out of an entry and stay translated by it.
+
+    Raises:
+        ValueError: not absolute, or holding a NUL byte or a newline.
+    """
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ValueError(f"{what} {path!r} is not an absolute path")
+    if "\0" in path or "\n" in path:
+        raise ValueError(f"{what} {path!r} holds a NUL byte or a newline")
+    normal = posixpath.normpath(path)
+    return "/" + normal.lstrip("/")  # POSIX keeps a leading "//"; the engine does not
+
+
+def parse_path_map(value: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The entries of a ``path_map`` setting, normalised, longest hookcage path first.
+
+    Raises:
+        ValueError: an entry is not a pair of absolute paths, holds ``..``, a
+            NUL byte or a newline, or two entries name the same path (after
+            normalising, e.g. ``/work`` and ``/work/``) with different targets.
+    """
+    if not isinstance(value, Mapping):
+        raise ValueError("path_map must be a JSON object {path as hookcage sees it: path on the engine's host}")
+    entries: dict[str, str] = {}
+    for service, engine in value.items():
+        for path, what in ((service, "path_map key"), (engine, f"path_map[{service!r}]")):
+            if isinstance(path, str) and ".." in path.split("/"):
+                raise ValueError(f"{what} {path!r} holds '..': write the path it means")
+        key = normal_path(service, "path_map key")
+        target = normal_path(engine, f"path_map[{service!r}]") if isinstance(engine, str) else engine
+        if not isinstance(target, str):
+            raise ValueError(f"path_map[{service!r}] must be a path, not {type(engine).__name__}")
+        if entries.get(key, target) != target:
+            raise ValueError(f"path_map names {key} twice with different targets ({entries[key]}, {target})")
+        entries[key] = target
+    return _ordered(entries.items())
+
+
+def _ordered(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(pairs, key=lambda pair: (-len(pair[0]), pair[0])))
+
+
+def _under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or inside it, by whole components (``/work`` is not under ``/wor``)."""
+    return prefix == "/" or path == prefix or path.startswith(prefix + "/")
+
+
+def engine_path(path: str, path_map: PathMap) -> str:
+    """Where the engine finds ``path`` (a path as hookcage sees it): THE translation.
+
+    The longest entry ``path`` is under (by whole components, after
+    normalising) gives the answer; with no map in force (origin ``none``)
+    the path is returned as it is.
+
+    Raises:
+        SandboxError: with entries, ``path`` is outside all of them (the
+            engine cannot see it), or it is not an absolute path.
+    """
+    if not path_map.active:
+        return path
+    try:
+        normal = normal_path(path)
+    except ValueError as exc:
+        raise SandboxError(f"cannot hand the Docker engine {exc}") from exc
+    for service, engine in path_map.entries:
+        if normal == service:
+            return engine
+        if _under(normal, service):
+            rest = normal if service == "/" else normal[len(service):]
+            return engine.rstrip("/") + rest
+    raise SandboxError(
+        f"{normal} is outside every path_map entry ({path_map.describe()}): the Docker engine cannot see it; "
+        "mount it into hookcage's container (same path on both sides is simplest), or add it to "
+        "HOOKCAGE_PATH_MAP"
+    )
+
+
+def with_resolved_keys(path_map: PathMap, resolve: Callable[[str], str]) -> PathMap:
+    """``path_map`` plus, for each entry whose hookcage path ``resolve`` changes, the resolved path.
+
+    The docker sandbox translates paths with their symlinks resolved (as
+    hookcage sees them: an absolute symlink means another thing on the
+    engine's host); an entry whose own path goes through a symlink must then
+    match the resolved form too.
+    """
+    entries = dict(path_map.entries)
+    for service, engine in path_map.entries:
+        resolved = normal_path(resolve(service))
+        entries.setdefault(resolved, engine)
+    return PathMap(_ordered(entries.items()), path_map.origin, path_map.container)
+
+
+# --------------------------------------------------------------------------
+# Detection: hookcage's own container and its mounts (parsing is pure)
+# --------------------------------------------------------------------------
+
+_ID = re.compile(r"containers/([0-9a-f]{64})/")
+"""Docker's ``.../containers/<id>/hostname``, Podman's ``.../overlay-containers/<id>/userdata/hostname``."""
+_ENGINE_FILES = frozenset({"/etc/hostname", "/etc/hosts", "/etc/resolv.conf"})
+_CGROUP_ID = re.compile(r"(?<![0-9a-f])([0-9a-f]{64})(?![0-9a-f])")
+_HOSTNAME_ID = re.compile(r"[0-9a-f]{12,64}")
+
+
+def _unescape_mountinfo(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def container_ids_from_mountinfo(text: str) -> list[str]:
+    """Container ids named by the files the engine bound into a container (``/etc/hostname``...).
+
+    ``text`` is ``/proc/self/mountinfo``: the 4th field of a line is the
+    mount's root in its file system, e.g.
+    ``/var/lib/docker/containers/<id>/hostname``, the 5th its mount point.
+    Works under cgroup v2 and a private cgroup namespace, where
+    ``/proc/self/cgroup`` says only ``0::/``.
+    """
+    ids: list[str] = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        if len(fields) < 5 or _unescape_mountinfo(fields[4]) not in _ENGINE_FILES:
+            continue
+        match = _ID.search(_unescape_mountinfo(fields[3]))
+        if match and match.group(1) not in ids:
+            ids.append(match.group(1))
+    return ids
+
+
+def container_ids_from_cgroup(text: str) -> list[str]:
+    """Container ids in ``/proc/self/cgroup`` paths (``/docker/<id>``, ``docker-<id>.scope``...)."""
+    ids: list[str] = []
+    for line in text.splitlines():
+        path = line.split(":", 2)[-1]
+        found = _CGROUP_ID.findall(path)
+        if found and found[-1] not in ids:
+            ids.append(found[-1])
+    return ids
+
+
+def hostname_id(hostname: str) -> str | None:
+    """The container id prefix a default container hostname is (12+ hex digits), if it is one."""
+    return hostname if _HOSTNAME_ID.fullmatch(hostname) else None
+
+
+def map_from_mounts(mounts: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """The entries a container's ``Mounts`` (``docker inspect``) give: ``Destination -> Source``.
+
+    Binds and volumes with a ``Source`` on the engine's host count (a local
+    named volume's ``Source`` is its ``_data`` folder); tmpfs and mounts
+    without a source do not (the engine cannot bind what is in them).
+    """
+    entries: dict[str, str] = {}
+    for mount in mounts:
+        if mount.get("Type") not in ("bind", "volume"):
+            continue
+        source, destination = mount.get("Source"), mount.get("Destination")
+        if not isinstance(source, str) or not isinstance(destination, str):
+            continue
+        try:
+            entries[normal_path(destination)] = normal_path(source)
+        except ValueError:
+            continue  # not a Linux path (a Windows engine's): nothing hookcage can bind
+    return _ordered(entries.items())
+
+
+# --------------------------------------------------------------------------
+# Detection: the I/O
+# --------------------------------------------------------------------------
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Where this process may be a container: ids to verify with the engine."""
+
+    full: tuple[str, ...] = ()
+    """Whole ids (from mountinfo and cgroup)."""
+    prefix: str | None = None
+    """An id prefix (the hostname)."""
+
+    @classmethod
+    def of_this_process(cls) -> Candidates:
+        """Read ``/proc/self/mountinfo``, ``/proc/self/cgroup`` and the hostname."""
+        full = container_ids_from_mountinfo(_read("/proc/self/mountinfo"))
+        full += [i for i in container_ids_from_cgroup(_read("/proc/self/cgroup")) if i not in full]
+        return cls(tuple(full), hostname_id(os.environ.get("HOSTNAME") or socket.gethostname()))
+
+
+def own_container(client: Any, candidates: Candidates | None = None) -> dict[str, Any] | None:
+    """The engine's ``inspect`` of the container this process runs in, or None.
+
+    None when the process is not in a container of THIS engine (on the
+    engine's host, or in a container of another engine: then the paths it
+    sees are not the engine's business either way).
+
+    Raises:
+        SandboxUnavailable, SandboxError: the engine cannot be asked.
+    """
+    import docker.errors  # type: ignore[import-untyped, unused-ignore]
+
+    from executor.sandbox.docker import (
+        BACKEND_ERRORS,
+        engine_url,
+        map_engine_error,
+        retry_transient,
+    )
+
+    found = candidates or Candidates.of_this_process()
+    tries = [(c, True) for c in found.full] + ([(found.prefix, False)] if found.prefix else [])
+    for candidate, whole in tries:
+        try:
+            inspected = retry_transient(functools.partial(client.inspect_container, candidate))
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            if getattr(exc, "status_code", 0) in (400, 404):
+                continue  # e.g. an ambiguous prefix
+            raise map_engine_error(exc, step="inspect", url=engine_url(client)) from exc
+        except BACKEND_ERRORS as exc:
+            raise map_engine_error(exc, step="inspect", url=engine_url(client)) from exc
+        ident = str(inspected.get("Id") or "")
+        hostname = str((inspected.get("Config") or {}).get("Hostname") or "")
+        # A hostname names a container only as its default one: the id's prefix.
+        verified = ident == candidate if whole else ident.startswith(candidate) and hostname == candidate
+        if verified:
+            return dict(inspected)
+    return None
+
+
+def detect_path_map(client: Any, candidates: Candidates | None = None) -> PathMap:
+    """The map hookcage's own container's mounts give, or :data:`IDENTITY` when not in one.
+
+    Raises:
+        SandboxUnavailable, SandboxError: the engine cannot be asked.
+    """
+    found = candidates or Candidates.of_this_process()
+    if not found.full and not found.prefix:
+        return IDENTITY
+    inspected = own_container(client, found)
+    if inspected is None:
+        return IDENTITY
+    entries = map_from_mounts(inspected.get("Mounts") or [])
+    container = str(inspected.get("Id") or "")
+    path_map = PathMap(entries, "detected", container)
+    logger.info("hookcage runs in container %s: path_map %s", container[:12], path_map.describe())
+    return path_map
+
+
+def resolve_path_map(setting: Mapping[str, str] | None, client: Any) -> PathMap:
+    """The map in force: the ``path_map`` setting when set (``{}``: none), else detected.
+
+    Raises:
+        SandboxError: the setting is invalid, or detection could not ask the engine.
+    """
+    if setting is None:
+        return detect_path_map(client)
+    try:
+        entries = parse_path_map(setting)
+    except ValueError as exc:
+        raise SandboxError(str(exc)) from exc
+    return PathMap(entries, "setting") if entries else IDENTITY
+
+
+__all__ = [
+    "IDENTITY",
+    "Candidates",
+    "PathMap",
+    "container_ids_from_cgroup",
+    "container_ids_from_mountinfo",
+    "detect_path_map",
+    "engine_path",
+    "hostname_id",
+    "map_from_mounts",
+    "normal_path",
+    "own_container",
+    "parse_path_map",
+    "resolve_path_map",
+    "with_resolved_keys",
+]
