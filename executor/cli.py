@@ -547,11 +547,14 @@ def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]]) -> in
 @click.option("--yes", is_flag=True, help="Trust without asking (for scripts; combine with --all).")
 @click.option("--full", is_flag=True,
               help=f"Show every file and diff whole (otherwise each stops at {REVIEW_LINES} lines, marked).")
+@click.option("--fetch-only", is_flag=True,
+              help="Review and trust nothing: fetch the dependencies of hooks already trusted (the store or "
+                   "HOOKCAGE_TRUST_FILE) that the cache lacks (CI: a fresh HOOKCAGE_HOME).")
 @_agent_option
 @_project_option
 @click.pass_context
 def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bool, full: bool,
-          agent: str | None, project: Path | None) -> None:
+          fetch_only: bool, agent: str | None, project: Path | None) -> None:
     """Review the project's hooks and trust them (trust on first use).
 
     Covers the project's hooks in hookcage's own files and in every agent's
@@ -571,12 +574,22 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
         hookcage trust                  # interactive review
         hookcage trust --full           # every file and diff whole
         hookcage trust --all --yes      # scripts: trust everything as it is now
+        hookcage trust --fetch-only     # CI: dependencies of hooks trusted by HOOKCAGE_TRUST_FILE
     """
     if ctx.invoked_subcommand is not None:
         return
+    if fetch_only and (review_all or hook_ids or yes or full):
+        raise click.UsageError("--fetch-only reviews nothing: it takes no --all, --hook, --yes or --full")
     executor, root = _executor_and_root(project)
     store = executor.trust_store()
     agents = _agents(agent)
+    if fetch_only:
+        # What the base branch's review fetched, for a job that got its trust from an export:
+        # only hooks already trusted, as they are now (their files are the reviewed ones).
+        unfetched = executor.unfetched(root, agents)
+        click.echo(f"fetching the dependencies of {len(unfetched)} trusted hook(s) (not in the cache)" if unfetched
+                   else f"nothing to fetch: every trusted hook in {_field(root)} has its dependencies")
+        raise CliExit(1 if _fetch_dependencies(executor, unfetched) else 0)
     pending, refused = executor.pending_reviews(root, hook_ids, agents)
     for hook, why in refused:
         click.echo(f"cannot review {_hook_scope_text(hook)}: {_shown(why)}", err=True)

@@ -423,7 +423,7 @@ class HookExecutor:
             failure = cache.failure(key)
             why = (f"its dependencies could not be fetched at review ({failure})" if failure else
                    "its dependencies are not installed (" + "; ".join(n.describe() for n in needs) + ")")
-            message = f"{why}: not run; run `hookcage trust` in {root} to fetch them"
+            message = f"{why}: not run; run `hookcage trust --fetch-only` in {root} to fetch them"
             return _Gate(outcome=error_outcome(hook.label, message, hook_id=hook.id), allow=check, trusted=True)
         return _Gate(files=subject.files, deps=run_setup(cache.path(key), needs), allow=check, trusted=True)
 

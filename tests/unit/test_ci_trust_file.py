@@ -9,6 +9,9 @@ trust file (CI systems set variables empty), not the current directory.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +131,25 @@ def test_a_missing_trust_file_stops_repository_hooks_and_says_so(checkout: Check
     answer = checkout.dispatch(checkout.tmp / "pr-home", trust_file=checkout.tmp / "never-written.json")
     assert checkout.fake.requests == []
     assert "never-written.json (HOOKCAGE_TRUST_FILE) cannot be read" in (answer.system_message or "")
+
+
+def hookcage_cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    script = shutil.which("hookcage")
+    assert script is not None, "the hookcage console script is not installed"
+    project = tmp / "project"
+    project.mkdir(exist_ok=True)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "HOOKCAGE_HOME": str(tmp / "home"),
+           "HOOKCAGE_MANAGED_DIR": str(tmp / "managed")}
+    return subprocess.run([script, *args], capture_output=True, text=True, env=env, cwd=project, timeout=60)
+
+
+@pytest.mark.parametrize("extra", [["--all"], ["--yes"], ["--hook", "h0123456789a"], ["--full"]])
+def test_fetch_only_refuses_review_options(tmp_path: Path, extra: list[str]) -> None:
+    proc = hookcage_cli(tmp_path, "trust", "--fetch-only", *extra)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == "hookcage: error: --fetch-only reviews nothing: it takes no --all, --hook, --yes or --full\n"
+
+
+def test_fetch_only_with_nothing_trusted_fetches_nothing(tmp_path: Path) -> None:
+    proc = hookcage_cli(tmp_path, "trust", "--fetch-only")
+    assert proc.returncode == 0 and proc.stdout.startswith("nothing to fetch: every trusted hook in ")
