@@ -205,7 +205,16 @@ def test_serve_refuses_a_home_outside_the_map(aliased: Aliased) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_serve_starts_with_the_right_map_and_answers_through_it(aliased: Aliased) -> None:
+def pool(socket_path: Path) -> dict[str, int]:
+    """The daemon's pool counters, added up over its sandboxes."""
+    total: dict[str, int] = {}
+    for sandbox in (client.health(str(socket_path), timeout=5) or {}).get("sandboxes", []):
+        for name, value in (sandbox.get("pool") or {}).items():
+            total[name] = total.get(name, 0) + value
+    return total
+
+
+def test_serve_starts_with_the_right_map_and_answers_through_it_cold_and_warm(aliased: Aliased) -> None:
     assert HOOKCAGE is not None
     env = {**aliased.env, "HOOKCAGE_PATH_MAP": aliased.path_map(aliased.real, aliased.home_real)}
     mounts = " && ".join(f"mount --bind {shlex.quote(str(s))} {shlex.quote(str(t))}" for t, s in aliased.binds.items())
@@ -229,6 +238,17 @@ def test_serve_starts_with_the_right_map_and_answers_through_it(aliased: Aliased
                            program=(sys.executable, "-c", THROUGH_DAEMON_ONLY))
         assert proc.returncode == 0, proc.stderr + (aliased.tmp / "serve.log").read_text()
         assert context(proc.stdout).strip() == "the real workspace"
+        # Warm: a pooled container made ahead binds its overlay files from the (translated) staging folder.
+        while pool(socket_path).get("ready", 0) < 1:
+            assert time.monotonic() < deadline + 60, f"the pool never got ready: {pool(socket_path)}"
+            time.sleep(0.1)
+        proc = aliased.run("dispatch", "UserPromptSubmit", stdin=aliased.payload(),
+                           env={"HOOKCAGE_PATH_MAP": env["HOOKCAGE_PATH_MAP"]},
+                           program=(sys.executable, "-c", THROUGH_DAEMON_ONLY))
+        assert proc.returncode == 0, proc.stderr + (aliased.tmp / "serve.log").read_text()
+        assert context(proc.stdout).strip() == "the real workspace"
+        stats = pool(socket_path)
+        assert (stats["cold"], stats["warm"], stats["fallbacks"]) == (1, 1, 0), stats
     finally:
         pid = int((aliased.tmp / "serve.pid").read_text() or 0) if (aliased.tmp / "serve.pid").exists() else 0
         if pid:

@@ -27,7 +27,7 @@ from executor.sandbox.docker import (
     container_args,
     map_engine_error,
 )
-from executor.sandbox.pathcheck import Seen, compare
+from executor.sandbox.pathcheck import Seen, _carrying, compare, refuse_wrong_home_mapping
 from executor.sandbox.paths import (
     IDENTITY,
     Candidates,
@@ -500,3 +500,22 @@ def test_the_probe_says_wrong_for_other_entries_and_right_when_a_listing_matches
         False, "the engine's /h/w holds other entries than hookcage's /w (7 there, 3 here)")
     assert compare("/w", "/h/w", before, Seen(5, "bb", 4), after)[0]  # a file made during the probe
     assert compare("/w", "/h/w", before, Seen(5, None, None), after)[0]  # unreadable there: the inode decides
+
+
+def test_serve_probes_the_entry_translating_its_home_and_those_inside_it_only() -> None:
+    paths = pm({"/": "/", "/state": "/h/state", "/state/deps": "/h/deps", "/work": "/h/work", "/stat": "/h/stat"})
+    assert sorted(_carrying(paths, "/state")) == [("/state", "/h/state"), ("/state/deps", "/h/deps")]
+    assert _carrying(paths, "/state/homes/x") == [("/state", "/h/state")]
+    assert _carrying(paths, "/opt/home") == [("/", "/")]
+
+
+def test_serve_asks_the_engine_nothing_without_a_map(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import executor.sandbox.docker as docker_backend
+
+    def no_engine(**_: Any) -> Any:
+        raise AssertionError("the engine was asked")
+
+    monkeypatch.setattr(docker_backend, "default_client", no_engine)
+    monkeypatch.setattr(Candidates, "of_this_process", classmethod(lambda cls: cls()))
+    refuse_wrong_home_mapping(tmp_path, None)  # on the engine's host
+    refuse_wrong_home_mapping(tmp_path, {})  # turned off
