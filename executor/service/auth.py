@@ -36,14 +36,14 @@ class ServiceConfigError(HookcageError):
 
 def _check_token(token: str, where: str) -> str:
     if not token:
-        raise ServiceConfigError(f"{where} is empty: the TCP service needs a token")
+        raise ServiceConfigError(f"{where}: empty; the TCP service needs a token")
     if len(token) < MIN_TOKEN:
         raise ServiceConfigError(
-            f"the token from {where} is {len(token)} characters: at least {MIN_TOKEN} are needed "
+            f"{where}: the token has {len(token)} characters, at least {MIN_TOKEN} are needed "
             f"(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
         )
     if not all(33 <= ord(char) <= 126 for char in token):
-        raise ServiceConfigError(f"the token from {where} holds characters other than visible ASCII")
+        raise ServiceConfigError(f"{where}: the token holds characters other than visible ASCII")
     return token
 
 
@@ -62,12 +62,12 @@ def read_token_file(path: Path) -> str:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ServiceConfigError(f"{where} is not a regular file")
+            raise ServiceConfigError(f"{where}: not a regular file")
         if info.st_uid not in (os.geteuid(), 0):
-            raise ServiceConfigError(f"{where} belongs to another user (uid {info.st_uid})")
+            raise ServiceConfigError(f"{where}: belongs to another user (uid {info.st_uid})")
         if info.st_mode & 0o077:
             raise ServiceConfigError(
-                f"{where} is accessible by group or others (mode {stat.S_IMODE(info.st_mode):04o}): "
+                f"{where}: group or others may read or write it (mode {stat.S_IMODE(info.st_mode):04o}); "
                 f"run chmod 600 {path}"
             )
         data = os.read(fd, _MAX_TOKEN_FILE)
@@ -76,7 +76,7 @@ def read_token_file(path: Path) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ServiceConfigError(f"{where} is not UTF-8 text") from exc
+        raise ServiceConfigError(f"{where}: not UTF-8 text") from exc
     return _check_token(text.split("\n", 1)[0].strip(), where)
 
 

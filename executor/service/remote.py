@@ -106,13 +106,14 @@ class RemoteOptions:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             try:
                 context.load_cert_chain(self.tls_cert, self.tls_key)
+            except ssl.SSLError as exc:  # before OSError: it is one
+                raise ServiceConfigError(
+                    f"--tls-cert and --tls-key do not load as a PEM certificate and its private key "
+                    f"({exc.reason or exc}): {self.tls_cert}, {self.tls_key}"
+                ) from exc
             except OSError as exc:
                 raise ServiceConfigError(
-                    f"cannot read --tls-cert {self.tls_cert} / --tls-key {self.tls_key}: {exc.strerror or exc}"
-                ) from exc
-            except ssl.SSLError as exc:
-                raise ServiceConfigError(
-                    f"--tls-cert {self.tls_cert} / --tls-key {self.tls_key} do not load: {exc.reason or exc}"
+                    f"cannot read --tls-cert or --tls-key ({exc.strerror or exc}): {self.tls_cert}, {self.tls_key}"
                 ) from exc
 
     def bind(self) -> socket.socket:

@@ -495,13 +495,13 @@ def test_the_token_comes_from_the_file_then_the_variable_then_the_variables_file
 
 
 @pytest.mark.parametrize(("content", "mode", "message"), [
-    ("short\n", 0o600, "is 5 characters: at least 16"),
-    ("\n", 0o600, "is empty"),
+    ("short\n", 0o600, "the token has 5 characters, at least 16"),
+    ("\n", 0o600, "empty; the TCP service needs a token"),
     ("ünïcödé-token-1234567\n", 0o600, "other than visible ASCII"),
     ("tab\tinside-the-token-123\n", 0o600, "other than visible ASCII"),
-    (f"{TOKEN}\n", 0o640, r"accessible by group or others \(mode 0640\): run chmod 600"),
-    (f"{TOKEN}\n", 0o604, "accessible by group or others"),
-    (f"{TOKEN}\n", 0o620, "accessible by group or others"),
+    (f"{TOKEN}\n", 0o640, r"group or others may read or write it \(mode 0640\); run chmod 600"),
+    (f"{TOKEN}\n", 0o604, "group or others may read or write it"),
+    (f"{TOKEN}\n", 0o620, "group or others may read or write it"),
 ])
 def test_an_unusable_token_file_is_refused_with_one_line(tmp_path: Path, content: str, mode: int,
                                                          message: str) -> None:
@@ -518,9 +518,9 @@ def test_no_token_a_missing_file_and_a_directory_are_refused(tmp_path: Path) -> 
         load_token(None, {})
     with pytest.raises(ServiceConfigError, match="cannot read token file"):
         load_token(tmp_path / "missing", {})
-    with pytest.raises(ServiceConfigError, match="is not a regular file"):
+    with pytest.raises(ServiceConfigError, match="not a regular file"):
         read_token_file(tmp_path)
-    with pytest.raises(ServiceConfigError, match="HOOKCAGE_TOKEN is empty"):
+    with pytest.raises(ServiceConfigError, match="HOOKCAGE_TOKEN: empty"):
         load_token(None, {"HOOKCAGE_TOKEN": "  "})
     link = tmp_path / "link"
     target = tmp_path / "target"
