@@ -95,8 +95,19 @@ logger = logging.getLogger("hookcage.daemon")
 
 SANDBOX_SETTINGS = (
     "image", "runtime", "memory", "cpus", "pids", "tmpfs_size", "pool_size", "pool_total", "pool_idle_timeout",
+    "path_map",
 )
 """The settings a shared sandbox is built from: one sandbox per distinct combination."""
+
+
+def _key_part(value: Any) -> Any:
+    """A setting as part of a dict key: a mapping (``path_map``) as its sorted items."""
+    return tuple(sorted(value.items())) if isinstance(value, dict) else value
+
+
+def _shown_part(value: Any) -> Any:
+    """:func:`_key_part` undone, for ``GET /health`` (no scalar setting is a tuple)."""
+    return dict(value) if isinstance(value, tuple) else value
 _PREFIX = "hookcage_"
 DISCONNECT_POLL = 0.25
 """Seconds between two checks that the caller of a dispatch in progress is still there."""
@@ -317,7 +328,8 @@ def sandbox_health(key: tuple[Any, ...], sandbox: Sandbox) -> dict[str, Any]:
     from executor.sandbox.pool import PooledDockerSandbox
 
     pool = dataclasses.asdict(sandbox.stats()) if isinstance(sandbox, PooledDockerSandbox) else None
-    return {"backend": key[0], "profile": dict(zip(SANDBOX_SETTINGS, key[1:], strict=True)), "pool": pool}
+    profile = {name: _shown_part(value) for name, value in zip(SANDBOX_SETTINGS, key[1:], strict=True)}
+    return {"backend": key[0], "profile": profile, "pool": pool}
 
 
 # -- the HTTP surface ------------------------------------------------------------------
@@ -594,7 +606,7 @@ class Daemon:
         Raises:
             SandboxError: the daemon is stopping, or the factory failed.
         """
-        key = (backend, *(getattr(settings, name) for name in SANDBOX_SETTINGS))
+        key = (backend, *(_key_part(getattr(settings, name)) for name in SANDBOX_SETTINGS))
         with self._lock:
             if self._closed:
                 raise SandboxError("the hookcage daemon is stopping")

@@ -35,6 +35,7 @@ from executor.service.auth import (
 )
 from executor.service.daemon import Daemon
 from executor.service.remote import RemoteOptions, build_remote_app
+from executor.settings import Settings, load_settings
 
 TOKEN = "s3cret-token-0123456789"
 REPO = Path(__file__).resolve().parents[2]
@@ -544,3 +545,22 @@ def test_listen_addresses(text: str, expected: tuple[str, int]) -> None:
 def test_bad_listen_addresses(text: str) -> None:
     with pytest.raises(ServiceConfigError, match="--listen"):
         parse_listen(text)
+
+
+def test_callers_with_another_path_map_get_another_shared_sandbox(tmp_path: Path) -> None:
+    made: list[Settings] = []
+
+    def factory(backend: str, settings: Settings) -> Sandbox:
+        made.append(settings)
+        return FakeSandbox()
+
+    daemon = Daemon(tmp_path / "sock", sandbox_factory=factory, home=tmp_path / "home")
+    try:
+        plain = daemon.shared_sandbox("docker", load_settings())
+        mapped = daemon.shared_sandbox("docker", load_settings(path_map={"/work": "/srv/work"}))
+        assert mapped is not plain
+        assert daemon.shared_sandbox("docker", load_settings(path_map={"/work": "/srv/work"})) is mapped
+        assert [entry["profile"]["path_map"] for entry in daemon.sandboxes()] == [None, {"/work": "/srv/work"}]
+        assert [s.path_map for s in made] == [None, {"/work": "/srv/work"}]
+    finally:
+        daemon.close()
