@@ -337,9 +337,10 @@ class HookExecutor:
         problems = [str(p) for p in hookset.problems_for(spec.name)]
         verdict = fold(spec, outcomes, notes, problems)
         # log
-        self._log([c if isinstance(c, dict) else self._record(spec, session, c.hook, run=c) for c in considered])
+        self._log([c if isinstance(c, dict) else self._record(spec, session, c.hook, run=c, agent=dialect.name)
+                   for c in considered])
         if background:
-            job = self._background_job(spec, session, background)
+            job = self._background_job(spec, session, background, dialect.name)
             if defer_async:
                 self.deferred.append(job)
             else:
@@ -374,7 +375,7 @@ class HookExecutor:
                     notes.append(f"hook {hook.label} not run: {gate.skip.detail}")
                 elif gate.skip.reason == "untrusted":
                     untrusted.append(gate.skip.detail)
-                considered.append(self._record(spec, session, hook, skip=gate.skip))
+                considered.append(self._record(spec, session, hook, skip=gate.skip, agent=reads.dialect.name))
                 continue
             run = _Run(hook, self._request(hook, payload, root, reads.of(hook), session, gate.files, gate.deps),
                        outcome=gate.outcome)
@@ -729,13 +730,13 @@ class HookExecutor:
         outcome = homes.finish(run.extras, outcome, allowed="env_file" not in run.dropped)
         run.outcome = apply_on_error(spec, outcome, hook.on_error)
 
-    def _background_job(self, spec: EventSpec, session: str, runs: list[_Run]) -> Callable[[], None]:
+    def _background_job(self, spec: EventSpec, session: str, runs: list[_Run], agent: str) -> Callable[[], None]:
         def job() -> None:
             try:
                 self._run_all(spec, runs)
             finally:
                 _unstage(runs)
-            self._log([self._record(spec, session, r.hook, run=r) for r in runs])
+            self._log([self._record(spec, session, r.hook, run=r, agent=agent) for r in runs])
 
         return job
 
@@ -761,11 +762,13 @@ class HookExecutor:
         *,
         skip: Skip | None = None,
         run: _Run | None = None,
+        agent: str = "",
     ) -> dict[str, Any]:
         record: dict[str, Any] = {
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "session": session,
             "event": spec.name,
+            "agent": agent or None,  # the agent that dispatched the event
             "hook_id": hook.id,
             "name": hook.name,
             "scope": hook.scope.value,
@@ -784,11 +787,14 @@ class HookExecutor:
             skip_reason=None,
             status=outcome.status if outcome else None,
             exit_code=result.exit_code if result else None,
-            duration_ms=round((result.duration if result else time.monotonic() - run.started) * 1000, 1),
+            # A run never started (a serial agent stopped at an earlier block) has no duration.
+            duration_ms=(round((result.duration if result else time.monotonic() - run.started) * 1000, 1)
+                         if result or run.started else None),
             timed_out=bool(result and result.timed_out),
             oom_killed=bool(result and result.oom_killed),
             truncated=bool(result and result.truncated),
             decision=(outcome.decision or ("block" if outcome.status == "block" else None)) if outcome else None,
+            reason=redact(outcome.reason) if outcome and outcome.reason else None,
             error=redact(outcome.error) if outcome and outcome.error else None,
             dropped_capabilities=list(run.dropped),
             env_file=homes.log_entry(run.extras),
