@@ -13,18 +13,24 @@ puts in a hook:
 Lines of one dispatch are appended with one ``write`` on an ``O_APPEND``
 descriptor, under a lock (``runs.jsonl.lock``) that rotation takes too, so
 concurrent dispatches neither interleave within a line nor lose one to a
-rotation.
+rotation. A line a killed writer left unfinished is closed with a newline
+before the next write, so it never swallows the next record.
+
+Readers (``hookcage report``) open every file of the log under the same lock
+(:func:`open_log`): they see each line once, whatever rotates meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from executor.core.text import cap_text
 
@@ -104,7 +110,7 @@ def append_records(
                 size = 0
             if size > 0 and size + len(data) > max_bytes:
                 rotate(path, keep)
-        _append(path, data)
+        _append(path, data, close_torn=True)
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
@@ -114,9 +120,22 @@ def _line(record: Mapping[str, Any]) -> bytes:
     return (json.dumps(record, ensure_ascii=True, default=str) + "\n").encode("ascii")
 
 
-def _append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+def _append(path: Path, data: bytes, *, close_torn: bool = False) -> None:
+    flags = os.O_APPEND | os.O_CREAT
     try:
+        fd = os.open(path, flags | (os.O_RDWR if close_torn else os.O_WRONLY), 0o600)
+    except PermissionError:
+        if not close_torn:
+            raise
+        fd, close_torn = os.open(path, flags | os.O_WRONLY, 0o600), False  # write-only: cannot look
+    try:
+        if close_torn:
+            # A writer killed mid-line left no newline: end its fragment here, or our first
+            # record would be glued to it and lost to every reader. (Under the lock: no
+            # writer is mid-line now.)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
@@ -138,6 +157,74 @@ def rotate(path: Path, keep: int = DEFAULT_KEEP) -> None:
             os.replace(older, path.with_name(f"{path.name}.{index + 1}"))
     if path.exists():
         os.replace(path, path.with_name(f"{path.name}.1"))
+
+
+def rotated_files(path: Path) -> list[Path]:
+    """The rotated files of the log at ``path`` that exist, oldest first (``.3``, ``.2``, ``.1``).
+
+    Every ``path.N`` is listed, also past today's ``log_keep`` (left by a larger one).
+    """
+    pattern = re.compile(re.escape(path.name) + r"\.([1-9][0-9]{0,8})")
+    try:
+        names = os.listdir(path.parent)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = [(int(m.group(1)), name) for name in names if (m := pattern.fullmatch(name))]
+    return [path.parent / name for _, name in sorted(found, reverse=True)]
+
+
+@contextlib.contextmanager
+def open_log(path: Path) -> Iterator[list[tuple[Path, IO[bytes]]]]:
+    """Open every file of the run log at ``path``, oldest first, as one snapshot.
+
+    The files are listed and opened under the writers' lock, which is then
+    let go: writers go on (rotation renames files, it does not change them),
+    and the reader sees every line that was written before it, once. Where
+    the lock cannot be taken (a log in a read-only folder, a lock held past
+    :data:`LOCK_TIMEOUT`) the files are opened without it. A file that is
+    missing is left out; none at all gives ``[]``.
+
+    Raises:
+        OSError: a file of the log cannot be read, or is not a regular file
+            (a FIFO would never end).
+    """
+    opened: list[tuple[Path, IO[bytes]]] = []
+    try:
+        with _reading_lock(path):
+            for file in [*rotated_files(path), path]:
+                try:
+                    # Non-blocking: opening a FIFO to read would wait for a writer.
+                    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+                except FileNotFoundError:
+                    continue
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.close(fd)
+                    raise OSError(f"{file} is not a regular file")
+                opened.append((file, os.fdopen(fd, "rb")))
+        yield opened
+    finally:
+        for _, each in opened:
+            each.close()
+
+
+@contextlib.contextmanager
+def _reading_lock(path: Path) -> Iterator[None]:
+    """The writers' lock if it can be had, else nothing (a reader must not need to write)."""
+    from filelock import FileLock, Timeout
+
+    if not path.parent.is_dir():  # nothing to read, and no folder to create for a lock
+        yield
+        return
+    lock = FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT, mode=0o600)
+    try:
+        lock.acquire()
+    except (OSError, Timeout):
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def claim_once(state_dir: Path, session_id: str, hook_id: str) -> bool:
