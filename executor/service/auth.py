@@ -3,9 +3,10 @@
 ``hookcage serve --listen HOST:PORT`` answers on TCP only with a token
 (:func:`load_token`): ``--token-file PATH``, else ``$HOOKCAGE_TOKEN``, else
 the file named by ``$HOOKCAGE_TOKEN_FILE``. A token file's first line is the
-token (surrounding white space stripped). The file must be this user's (or
-root's) and readable by nobody else (like ssh's keys): a token anyone on the
-machine can read is nobody's secret. A token must be at least
+token (surrounding white space stripped). Group and others may neither read
+nor write the file (like ssh's keys: a token anyone on the machine can read
+is nobody's secret), and it must be this user's or root's (any owner when
+the service runs as root, as in a container with a bind-mounted secret). A token must be at least
 :data:`MIN_TOKEN` characters of visible ASCII (it travels in an HTTP header).
 
 Every request on TCP is checked by :func:`bearer_matches`, which compares
@@ -63,7 +64,8 @@ def read_token_file(path: Path) -> str:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ServiceConfigError(f"{where}: not a regular file")
-        if info.st_uid not in (os.geteuid(), 0):
+        if os.geteuid() != 0 and info.st_uid not in (os.geteuid(), 0):
+            # root reads a user's 0600 file (a container's bind-mounted secret): its owner knows the token anyway.
             raise ServiceConfigError(f"{where}: belongs to another user (uid {info.st_uid})")
         if info.st_mode & 0o077:
             raise ServiceConfigError(

@@ -564,3 +564,15 @@ def test_callers_with_another_path_map_get_another_shared_sandbox(tmp_path: Path
         assert [s.path_map for s in made] == [None, {"/work": "/srv/work"}]
     finally:
         daemon.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_a_token_file_of_another_user_is_taken_by_root_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "token"
+    path.write_text(TOKEN)
+    path.chmod(0o600)
+    os.chown(path, 12345, 12345)  # a host user's secret, bind-mounted into a service that runs as root
+    assert read_token_file(path) == TOKEN
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ServiceConfigError, match="belongs to another user"):
+        read_token_file(path)
