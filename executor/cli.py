@@ -1395,8 +1395,13 @@ def serve(socket_path: Path | None, log_level: str, listen: str | None, token_fi
         remote = RemoteOptions(host, port, load_token(token_file, os.environ), tls_cert=tls_cert, tls_key=tls_key,
                                max_body=max_body, max_concurrent=max_concurrent, max_queue=max_queue)
         remote.check()
-    elif token_file or tls_cert or tls_key:
-        raise click.UsageError("--token-file, --tls-cert and --tls-key go with --listen HOST:PORT")
+    else:
+        context = click.get_current_context()
+        given = [f"--{name.replace('_', '-')}" for name in
+                 ("token_file", "tls_cert", "tls_key", "max_body", "max_concurrent", "max_queue")
+                 if context.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --listen HOST:PORT")
     Daemon(socket_path).serve(log_level=log_level, remote=remote)
 
 

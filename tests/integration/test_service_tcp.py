@@ -315,3 +315,16 @@ def test_serve_refuses_an_address_in_use_and_leaves_no_socket(tmp_path: Path) ->
     [line] = [line for line in proc.stderr.splitlines() if line.startswith("hookcage: error:")]
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in line
     assert not (home / client.SOCKET_NAME).exists()
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--token-file", "t"], "--token-file goes"), (["--max-queue", "3", "--tls-key", "k"], "--tls-key, --max-queue go"),
+    (["--max-concurrent", "8"], "--max-concurrent goes"),
+])
+def test_tcp_options_without_listen_are_a_usage_error(tmp_path: Path, args: list[str], named: str) -> None:
+    home = tmp_path / "home"
+    service = _Daemon(home, tmp_path / "managed", tmp_path, tmp_path / "log")
+    proc = subprocess.run([*SERVE, *args], env=service.env, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == f"hookcage: error: {named} with --listen HOST:PORT\n"
+    assert not home.exists()
