@@ -9,7 +9,9 @@ Where each number comes from:
 - hooks (``hookcage_hooks_total``, ``hookcage_hook_duration_seconds``): the
   run-log records the executor produces for every hook it considered
   (``HookExecutor(on_records=...)``), counted whether or not the run log is
-  written; ``async`` hooks when their records are written, after the answer;
+  written, each classified as ``hookcage report`` classifies it
+  (:func:`executor.core.report.classify`), so both agree; ``async`` hooks when
+  their records are written, after the answer;
 - dispatches (``hookcage_dispatches_total``, ``hookcage_dispatch_duration_seconds``,
   ``hookcage_dispatches_in_flight``): the daemon, around each answer;
 - requests turned away (``hookcage_requests_rejected_total``) and waiting for a
@@ -35,6 +37,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from executor import __version__
+from executor.core.events import EVENTS
+from executor.core.report import classify
 
 HOOK_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Seconds: hooks run from tens of milliseconds (warm) to their timeout (60 s by default)."""
@@ -42,32 +46,21 @@ DISPATCH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0
 
 DISPATCH_OUTCOMES = ("answered", "blocked", "error", "refused", "cancelled")
 """``hookcage_dispatches_total``'s outcomes (see :func:`dispatch_outcome`)."""
-HOOK_RESULTS = ("ran", "blocked", "error", "timeout", "skipped")
+RAN = frozenset({"ok", "blocked", "error", "timeout"})
+"""The hook outcomes of a run that was started (its duration is observed)."""
 
 
-def hook_result(record: Mapping[str, Any]) -> str:
-    """What one run-log record says happened to its hook (one of :data:`HOOK_RESULTS`).
-
-    ``skipped`` (the reason is its own label), else ``timeout`` (killed at its
-    timeout), ``error`` (it failed and its ``on_error`` let the event through),
-    ``blocked`` (it blocked or denied, including ``on_error: deny``), or ``ran``.
-    """
-    if record.get("outcome") == "skipped":
-        return "skipped"
-    if record.get("timed_out"):
-        return "timeout"
-    if record.get("status") == "error":
-        return "error"
-    if record.get("status") == "block" or record.get("decision") in ("block", "deny"):
-        return "blocked"
-    return "ran"
+def told_to_block(record: Mapping[str, Any]) -> bool:
+    """Whether a hook's answer, as folded for the agent, blocks or denies (``on_error: deny`` included)."""
+    return record.get("outcome") == "ran" and (record.get("status") == "block"
+                                               or record.get("decision") in ("block", "deny"))
 
 
 def dispatch_outcome(exit_code: int, records: Sequence[Mapping[str, Any]]) -> str:
     """How a dispatch that produced an answer ended: ``blocked`` (exit 2, or a hook
     blocked or denied), ``error`` (hookcage could not judge: exit other than 0 and 2),
     or ``answered``."""
-    if exit_code == 2 or any(hook_result(r) == "blocked" for r in records if not r.get("async")):
+    if exit_code == 2 or any(told_to_block(r) for r in records if not r.get("async")):
         return "blocked"
     if exit_code != 0:
         return "error"
@@ -127,11 +120,11 @@ class ServiceMetrics:
         self.in_flight = Gauge("hookcage_dispatches_in_flight", "Dispatches being answered now",
                                ["listener"], registry=r)
         self.queued = Gauge("hookcage_dispatches_queued", "TCP dispatches waiting for a slot", registry=r)
-        self.hooks = Counter("hookcage_hooks", "Hooks considered, by result (skipped ones by skip_reason: "
-                             "untrusted, not_allowlisted, disabled, invalid, unsupported_type)",
-                             ["listener", "event", "result", "skip_reason"], registry=r)
-        self.hook_seconds = Histogram("hookcage_hook_duration_seconds", "Run time of the hooks that ran",
-                                      ["listener", "result"], buckets=HOOK_BUCKETS, registry=r)
+        self.hooks = Counter("hookcage_hooks", "Hooks considered, by outcome as hookcage report names them "
+                             "(ok, blocked, error, timeout, not-run, untrusted, off-list, disabled, invalid, "
+                             "unsupported, skipped)", ["listener", "event", "outcome"], registry=r)
+        self.hook_seconds = Histogram("hookcage_hook_duration_seconds", "Run time of the hooks that were started",
+                                      ["listener", "outcome"], buckets=HOOK_BUCKETS, registry=r)
         self.rejected_requests = Counter("hookcage_requests_rejected", "TCP requests turned away, by HTTP status "
                                          "(401 token, 413 size, 503 queue full, 400/415/422 malformed)",
                                          ["status"], registry=r)
@@ -147,13 +140,14 @@ class ServiceMetrics:
     def records(self, listener: str, records: Sequence[Mapping[str, Any]]) -> None:
         """Count the run-log records of one batch (a dispatch's hooks, or its async ones)."""
         for record in records:
-            result = hook_result(record)
+            outcome = classify(record)
+            if outcome is None:  # not a record this version knows: not guessed
+                continue
             event = str(record.get("event") or "unknown")
-            reason = str(record.get("skip_reason") or "") if result == "skipped" else ""
-            self.hooks.labels(listener, event, result, reason).inc()
+            self.hooks.labels(listener, event if event in EVENTS else "unknown", outcome).inc()
             duration = record.get("duration_ms")
-            if result != "skipped" and isinstance(duration, int | float):
-                self.hook_seconds.labels(listener, result).observe(duration / 1000)
+            if outcome in RAN and isinstance(duration, int | float) and not isinstance(duration, bool):
+                self.hook_seconds.labels(listener, outcome).observe(duration / 1000)
 
     def dispatched(self, listener: str, agent: str, event: str, outcome: str, seconds: float | None) -> None:
         """Count one dispatch (``seconds`` None when it was refused before anything ran)."""

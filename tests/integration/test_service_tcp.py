@@ -154,8 +154,8 @@ def test_a_hook_runs_in_a_container_over_tcp_and_answers_as_the_local_path(servi
     samples = service.metrics()
     assert metric(samples, "hookcage_dispatches_total", listener="remote") == 2
     assert metric(samples, "hookcage_dispatches_total", listener="local") == 2
-    assert metric(samples, "hookcage_hooks_total", listener="remote", result="blocked") == 1
-    assert metric(samples, "hookcage_hooks_total", listener="remote", result="ran") == 1
+    assert metric(samples, "hookcage_hooks_total", listener="remote", outcome="blocked") == 1
+    assert metric(samples, "hookcage_hooks_total", listener="remote", outcome="ok") == 1
     starts = metric(samples, "hookcage_container_starts_total", start="warm") + metric(
         samples, "hookcage_container_starts_total", start="cold")
     assert starts == 4  # every docker run through the service, warm or cold, as the pool counted it

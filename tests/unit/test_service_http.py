@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support import allow
 
 from executor import __version__
+from executor.core.report import classify
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.fake import FakeSandbox
 from executor.service.auth import (
@@ -48,6 +50,10 @@ def handler(request: RunRequest) -> RunResult:
         assert RELEASE.wait(30), "never released"
     if "block" in command:
         return RunResult(2, stderr=b"blocked by the guard\n", duration=0.01)
+    if "fail" in command:
+        return RunResult(1, stderr=b"boom\n", duration=0.03)
+    if "hang" in command:
+        return RunResult(None, timed_out=True, duration=2.0)
     if "context" in command:
         return RunResult(0, stdout=b"context from the service's hook\n", duration=0.02)
     return RunResult(0, duration=0.01)
@@ -423,23 +429,26 @@ def test_metrics_count_what_the_run_log_says_ran(service: Service) -> None:
     hooks = {"hooks": {"UserPromptSubmit": [{"hooks": [
         {"type": "command", "command": "echo context"},
         {"type": "command", "command": "block"},
+        {"type": "command", "command": "fail"},
+        {"type": "command", "command": "hang"},
         {"type": "command", "command": "curl evil.example"},  # not on the allow-list
     ]}]}}
     (service.home / "hooks.json").write_text(json.dumps(hooks))
-    allow(service.home, ["echo context", "block", "echo project"])
+    allow(service.home, ["echo context", "block", "fail", "hang", "echo project"])
     service.start()
     for _ in range(3):
         assert service.dispatch(service.prompt())[0] == 200
     metrics = service.metrics()
     log = service.log()
-    assert len(log) == 12
-    ran = [r for r in log if r["outcome"] == "ran"]
-    assert value(metrics, "hookcage_hooks_total", result="ran") == sum(r["status"] == "ok" for r in ran) == 3
-    assert value(metrics, "hookcage_hooks_total", result="blocked") == sum(r["status"] == "block" for r in ran) == 3
-    for reason in ("untrusted", "not_allowlisted"):
-        assert value(metrics, "hookcage_hooks_total", result="skipped", skip_reason=reason) == sum(
-            r.get("skip_reason") == reason for r in log) == 3
-    assert value(metrics, "hookcage_hook_duration_seconds_count") == 6
+    assert len(log) == 18
+    # The same names and counts as `hookcage report` gives for the same run log.
+    counted = Counter(classify(record) for record in log)
+    assert counted == {"ok": 3, "blocked": 3, "error": 3, "timeout": 3, "untrusted": 3, "off-list": 3}
+    for outcome, count in counted.items():
+        assert value(metrics, "hookcage_hooks_total", outcome=outcome, listener="remote",
+                     event="UserPromptSubmit") == count
+    assert value(metrics, "hookcage_hook_duration_seconds_count") == 12
+    assert value(metrics, "hookcage_hook_duration_seconds_sum", outcome="timeout") == pytest.approx(6.0)
     assert value(metrics, "hookcage_dispatches_total", listener="remote", outcome="blocked",
                  event="UserPromptSubmit", agent="claude") == 3
     assert value(metrics, "hookcage_dispatch_duration_seconds_count", listener="remote") == 3
@@ -447,6 +456,21 @@ def test_metrics_count_what_the_run_log_says_ran(service: Service) -> None:
     assert value(metrics, "hookcage_containers_alive") == 0  # the fake sandbox has no engine
     assert value(metrics, "hookcage_container_starts_total") == 0
     assert value(metrics, "hookcage_info", version=__version__) == 1
+
+
+def test_an_async_hook_is_counted_once_it_has_run_after_the_answer(service: Service) -> None:
+    hooks = {"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "block", "async": True}]}]}}
+    (service.home / "hooks.json").write_text(json.dumps(hooks))
+    allow(service.home, ["block"])
+    service.start()
+    status, answer = service.dispatch(service.prompt())
+    assert (status, answer["exit_code"], answer["stdout"]) == (200, 0, "{}\n")  # not awaited: no say
+    wait_for(lambda: value(service.metrics(), "hookcage_hooks_total", outcome="blocked") == 1)
+    [record] = service.log()
+    assert record["async"] is True and classify(record) == "blocked"
+    # The dispatch itself was answered without it.
+    assert value(service.metrics(), "hookcage_dispatches_total", outcome="answered") == 1
 
 
 def test_each_daemon_counts_on_its_own_registry(tmp_path: Path) -> None:
