@@ -77,6 +77,10 @@ EXPIRY_MARGIN = 30
 """Seconds past a run's timeout after which its container is surely abandoned."""
 UNLABELLED_GRACE = 60
 """Seconds after it stopped that ``reap`` leaves a managed container without expiry."""
+SELF_END_GRACE = 10
+"""Seconds past its timeout after which a hook's container ends itself (:func:`self_ending`)."""
+SELF_END_PIDS = 2
+"""Processes the self-ending watch takes (a subshell and its ``sleep``), on top of the hook's ``pids``."""
 DEFAULT_API_TIMEOUT = 10.0
 """Seconds the default client waits for one Engine API answer."""
 NOBODY = "65534:65534"
@@ -710,6 +714,30 @@ def _environment(request: RunRequest) -> dict[str, str]:
     return env
 
 
+def self_ending(command: str, timeout: float) -> str:
+    """``command`` as a shell script that ends its own container ``SELF_END_GRACE`` s past ``timeout``.
+
+    The hookcage process that started a run kills its container at the
+    deadline. When that process is gone (``hookcage serve`` killed with
+    SIGKILL, its container stopped), nobody would: this watch does. Before
+    the hook starts, a detached subshell (a child of the container's init,
+    not of the hook: the hook's ``wait`` never waits for it) sleeps, then
+    kills every process of the container (``kill -9 -1``: all but init and
+    itself), so init exits and the container stops; the next reap removes it
+    (see ``hookcage.expires``). It fires only when pid 1 is ``docker-init``
+    (the container's own pid namespace). Then the shell execs the hook
+    as ``/bin/sh -c COMMAND``, so the hook sees what it always saw: the same
+    pid, ``$0``, environment (``SHLVL`` unset, as a warm run has it) and
+    working directory. An image without ``sleep`` just lacks the watch.
+    """
+    seconds = math.ceil(timeout) + SELF_END_GRACE
+    quoted = "'" + command.replace("'", "'\"'\"'") + "'"
+    return (
+        f"( (sleep {seconds} && read -r _hc_p </proc/1/comm && [ \"$_hc_p\" = docker-init ] && kill -9 -1)"
+        f" </dev/null >/dev/null 2>&1 & ); unset SHLVL _hc_p; exec /bin/sh -c {quoted}"
+    )
+
+
 def container_args(
     profile: DockerProfile, request: RunRequest, *, name: str, now: float
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -751,7 +779,7 @@ def container_args(
     }
     create = {
         "image": image,
-        "command": ["/bin/sh", "-c", request.command],
+        "command": ["/bin/sh", "-c", self_ending(request.command, request.timeout)],
         "name": name,
         "hostname": profile.hostname,
         "user": profile.user or default_user(request.project_dir),
@@ -768,7 +796,7 @@ def container_args(
         "mounts": mounts,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
-        "pids_limit": pids,
+        "pids_limit": pids + SELF_END_PIDS,
         "mem_limit": memory,
         "memswap_limit": memory,
         "nano_cpus": round(cpus * 1e9),

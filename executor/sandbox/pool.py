@@ -93,6 +93,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from executor.errors import SandboxError
+from executor.sandbox import orphans
 from executor.sandbox.base import RunRequest, RunResult
 from executor.sandbox.docker import (
     BACKEND_ERRORS,
@@ -118,6 +119,7 @@ from executor.sandbox.docker import (
     raw_socket,
     remove_container_quietly,
     retry_transient,
+    self_ending,
     staged_tree,
 )
 from executor.sandbox.poolbook import (
@@ -485,7 +487,9 @@ class PooledDockerSandbox(DockerSandbox):
                 logger.warning("could not write overlay files for a pooled run: %s", exc)
                 return None
             nonce = secrets.token_hex(NONCE_BYTES)
-            job = encode_job(nonce, create["working_dir"], request.command, create["environment"])
+            # The command the cold path runs: it ends its container by itself past its timeout.
+            job = encode_job(nonce, create["working_dir"], self_ending(request.command, request.timeout),
+                             create["environment"])
             reader = JobReader(nonce)
             stdout = CappedBuffer(request.output_cap)
             stderr = CappedBuffer(request.output_cap)
@@ -643,6 +647,9 @@ class PooledDockerSandbox(DockerSandbox):
                     MANAGED_LABEL: "true",
                     POOL_LABEL: self._pid,
                     EXPIRES_LABEL: str(expires),
+                    # Killed outright, this process leaves them (and the hook one may
+                    # be running): the next `hookcage serve` or `gc` removes them at once.
+                    orphans.OWNER_LABEL: orphans.owner_value(),
                 }
                 # The bootstrap waits in the container while the hook runs: one
                 # more process, so that the hook's own budget is the cold one.

@@ -86,7 +86,7 @@ printf 'hookcage-job %s\n' "$_hc_nonce"
 env -- "$@" /bin/sh -c "$_hc_c"
 _hc_rc=$?
 if [ "$PPID" = 1 ] && read -r _hc_x </proc/1/comm && [ "$_hc_x" = docker-init ]; then
-    kill -s KILL -1 2>/dev/null
+    kill -9 -1 2>/dev/null
 fi
 _hc_oom=-
 for _hc_f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
@@ -120,8 +120,9 @@ job's ``NAME=VALUE`` entries; ``OLDPWD`` (which ``cd`` sets) is put back and
 ``env -i``: ``-i`` would drop the image's own ``ENV`` and ``HOSTNAME``, which
 a cold run has.
 
-After the hook, ``kill -1`` (every process of the container's user but
-pid 1 and itself) does what a cold run's end does to leftovers; it runs only
+After the hook, ``kill -9 -1`` (every process of the container's user but
+pid 1 and itself; dash's ``kill`` takes ``-s KILL -1``'s ``-1`` for an
+option and kills nothing) does what a cold run's end does to leftovers; it runs only
 when pid 1 is ``docker-init`` and the bootstrap's parent, i.e. in the
 container's own pid namespace. Never run this script anywhere else."""
 

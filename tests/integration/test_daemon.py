@@ -148,10 +148,9 @@ def test_killed_mid_run_the_client_falls_back_and_the_reaper_removes_the_contain
 
     # The in-process run removed its own container; the daemon's are left for the reaper:
     # the hook's, runs to its end; the pool's, exit at once (their stdin ended with the daemon).
+    # Any `hookcage serve` started meanwhile on this engine (other test sessions share it) removes
+    # them at once (their owner is dead: executor.sandbox.orphans): what is left is what it missed.
     left = daemon.containers(docker_api, daemon.session)
-    assert set(hook) <= {c["Id"] for c in left}
-    if path == "warm":
-        assert len(left) >= 2  # the hook's, the spare not taken (and any refill begun)
     wait_stopped(docker_api, {c["Id"] for c in left})
     # What the next reap does once their expiry has passed; shown only these
     # containers, so other sessions sharing the engine are left alone.

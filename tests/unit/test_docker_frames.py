@@ -32,6 +32,7 @@ from executor.sandbox.docker import (
     EXPIRES_LABEL,
     MANAGED_LABEL,
     NOBODY,
+    SELF_END_PIDS,
     STDERR,
     STDOUT,
     SYSTEMERR,
@@ -46,6 +47,7 @@ from executor.sandbox.docker import (
     map_engine_error,
     pump,
     retry_transient,
+    self_ending,
 )
 
 URL = "unix:///var/run/docker.sock"
@@ -470,7 +472,7 @@ def args_for(
 def test_default_profile_is_hardened(project: Path) -> None:
     create, host = args_for(project, timeout=7.2)
     assert create["image"] == DEFAULT_IMAGE
-    assert create["command"] == ["/bin/sh", "-c", "echo hi"]
+    assert create["command"] == ["/bin/sh", "-c", self_ending("echo hi", 7.2)]
     assert create["name"] == "hookcage-abc"
     assert create["hostname"] == "hookcage"
     assert create["stdin_open"] is True and create["tty"] is False
@@ -485,7 +487,7 @@ def test_default_profile_is_hardened(project: Path) -> None:
     assert host["tmpfs"] == {"/tmp": "rw,noexec,nosuid,nodev,size=67108864"}
     assert host["cap_drop"] == ["ALL"]
     assert host["security_opt"] == ["no-new-privileges"]
-    assert host["pids_limit"] == 256
+    assert host["pids_limit"] == 256 + SELF_END_PIDS  # the hook's budget, plus the self-ending watch
     assert host["mem_limit"] == host["memswap_limit"] == 512 * 1024 * 1024
     assert host["nano_cpus"] == 1_000_000_000
     assert {"name": "fsize", "soft": 64 << 20, "hard": 64 << 20} in host["ulimits"]
@@ -546,7 +548,7 @@ def test_options_override_limits_image_and_network(project: Path) -> None:
     assert create["image"] == "python:3.12"
     assert host["mem_limit"] == host["memswap_limit"] == 1 << 30
     assert host["nano_cpus"] == 500_000_000
-    assert host["pids_limit"] == 64
+    assert host["pids_limit"] == 64 + SELF_END_PIDS
     assert create["network_disabled"] is False
     assert host["network_mode"] == "bridge"
     assert host["runtime"] == "runsc"

@@ -9,6 +9,7 @@ so it must never run outside a container (the integration suite runs it).
 from __future__ import annotations
 
 import contextlib
+import shlex
 import shutil
 import socket
 import subprocess
@@ -747,7 +748,7 @@ class FakeContainer:
             if self.command[3:4] == ["hookcage-pool"]:
                 self._bootstrap()
             else:  # a cold run: echo stdin, say which command
-                self.engine.sendall(frame(STDOUT, self._stdin() + f"cold:{self.command[2]}\n".encode()))
+                self.engine.sendall(frame(STDOUT, self._stdin() + f"cold:{hook_of(self.command[2])}\n".encode()))
                 self.exit_code = 0
         except OSError:
             self.exit_code = 137  # killed
@@ -769,11 +770,19 @@ class FakeContainer:
             self.exit_code = 0
             return
         nonce, cwd, command, env, stdin = decode_job(data)
-        out = stdin + f"warm:{command} in {cwd} with {sorted(env)} from {self.id}\n".encode()
+        out = stdin + f"warm:{hook_of(command)} in {cwd} with {sorted(env)} from {self.id}\n".encode()
         end = marker(0, 0, nonce=nonce)
         self.engine.sendall(frame(STDOUT, ACK.replace(NONCE.encode(), nonce.encode()) + out))
         self.engine.sendall(frame(STDERR, end) + frame(STDOUT, end))
         self.exit_code = 0
+
+
+def hook_of(script: str) -> str:
+    """The hook command a run's shell script (``docker.self_ending``) execs."""
+    watch, sep, quoted = script.partition("; exec /bin/sh -c ")
+    assert sep and "kill -9 -1" in watch, script
+    [command] = shlex.split(quoted)
+    return command
 
 
 class FakeClient:
