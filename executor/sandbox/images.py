@@ -78,13 +78,16 @@ __all__ = [
     "build_base_image",
     "build_runner_image",
     "debootstrap_packages",
+    "docker_build",
     "engine_machine",
     "extract_binaries",
     "fetch_wheels",
     "image_exists",
+    "inspect_image",
     "mirror_from_apt_sources",
     "normalize_machine",
     "prepare_context",
+    "remove_superseded",
     "resolve_mirror",
     "runner_context",
     "runner_image_current",
@@ -258,13 +261,25 @@ def _api(client: Any) -> Any:
     return getattr(client, "api", client)
 
 
-def _image_labels(client: Any, tag: str) -> tuple[str, dict[str, str]] | None:
-    """The id (``sha256:...``) and labels of the local image ``tag``, or None when absent."""
+def inspect_image(client: Client, tag: str) -> dict[str, Any] | None:
+    """The engine's description of the local image ``tag`` (never pulls), or None when absent.
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        ImageBuildError: the engine answered with an error other than "not found".
+    """
     with _engine_errors(f"inspecting image {tag}"):
         try:
-            info = _api(client).inspect_image(tag)
+            return dict(_api(client).inspect_image(tag))
         except docker.errors.NotFound:
             return None
+
+
+def _image_labels(client: Any, tag: str) -> tuple[str, dict[str, str]] | None:
+    """The id (``sha256:...``) and labels of the local image ``tag``, or None when absent."""
+    info = inspect_image(client, tag)
+    if info is None:
+        return None
     labels = (info.get("Config") or {}).get("Labels") or {}
     return str(info["Id"]), {str(k): str(v) for k, v in labels.items()}
 
@@ -1180,13 +1195,45 @@ def _docker_build(
     if mirror and mirror.startswith(("http://", "https://")):
         buildargs["DEBIAN_MIRROR"] = mirror
     log(f"docker build {context} FROM {base} -> {RUNNER_IMAGE}")
+    return docker_build(
+        client,
+        context,
+        tag=RUNNER_IMAGE,
+        buildargs=buildargs,
+        labels={INPUTS_LABEL: inputs},
+        offline=offline,
+        nocache=nocache,
+        log=log,
+    )
+
+
+def docker_build(
+    client: Client,
+    context: Path,
+    *,
+    tag: str,
+    buildargs: Mapping[str, str],
+    labels: Mapping[str, str],
+    offline: bool,
+    nocache: bool = False,
+    log: Log = _log_stderr,
+) -> str:
+    """``docker build`` the folder ``context`` (classic builder), tag it ``tag``, return its id.
+
+    Args:
+        offline: run the build's steps with no network (``--network none``).
+
+    Raises:
+        ImageBuildError: a build step failed (the last lines of output are logged).
+        SandboxUnavailable: the engine cannot be reached.
+    """
     tail: collections.deque[str] = collections.deque(maxlen=30)
     built: str | None = None
-    with _engine_errors(f"building {RUNNER_IMAGE}"):
+    with _engine_errors(f"building {tag}"):
         stream = _api(client).build(
             path=str(context),
-            tag=RUNNER_IMAGE,
-            buildargs=buildargs,
+            tag=tag,
+            buildargs=dict(buildargs),
             rm=True,
             forcerm=True,
             pull=False,
@@ -1194,15 +1241,13 @@ def _docker_build(
             decode=True,
             timeout=_BUILD_TIMEOUT,
             network_mode="none" if offline else None,
-            labels={INPUTS_LABEL: inputs},
+            labels=dict(labels),
         )
         for chunk in stream:
             if "error" in chunk:
                 for text in tail:
                     log("  " + text)
-                raise ImageBuildError(
-                    f"building {RUNNER_IMAGE} failed: {_one_line(chunk['error'])}"
-                )
+                raise ImageBuildError(f"building {tag} failed: {_one_line(chunk['error'])}")
             aux = chunk.get("aux")
             if isinstance(aux, dict) and "ID" in aux:
                 built = str(aux["ID"])
@@ -1212,16 +1257,16 @@ def _docker_build(
                     tail.append(text)
                     if text.startswith(("Step ", "Successfully", "hookcage:")):
                         log("  " + (text if len(text) <= 100 else text[:97] + "..."))
-    image_id = _image_id(client, RUNNER_IMAGE)
+    image_id = _image_id(client, tag)
     if image_id is None or (built is not None and built != image_id):
-        raise ImageBuildError(f"the build finished but {RUNNER_IMAGE} is not the built image")
+        raise ImageBuildError(f"the build finished but {tag} is not the built image")
     return image_id
 
 
-def _remove_superseded(
-    client: Any, previous: Sequence[str | None], *, keep: set[str | None], log: Log
+def remove_superseded(
+    client: Client, previous: Sequence[str | None], *, keep: set[str | None], log: Log
 ) -> None:
-    """Remove images a rebuild replaced (old runner, then old base), unless still in use."""
+    """Remove the images (ids) a rebuild replaced, unless kept or still in use (logged, never raised)."""
     for image_id in previous:
         if image_id is None or image_id in keep:
             continue
@@ -1349,7 +1394,7 @@ def build_runner_image(
                 inputs=inputs,
                 log=log,
             )
-        _remove_superseded(engine, previous, keep={image_id, base_id}, log=log)
+        remove_superseded(engine, previous, keep={image_id, base_id}, log=log)
         with _engine_errors(f"inspecting {RUNNER_IMAGE}"):
             size = int(_api(engine).inspect_image(image_id).get("Size", 0))
         log(
