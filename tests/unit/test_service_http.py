@@ -600,3 +600,16 @@ def test_a_token_file_of_another_user_is_taken_by_root_only(tmp_path: Path, monk
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(ServiceConfigError, match="belongs to another user"):
         read_token_file(path)
+
+
+def test_accepted_connections_do_not_wait_for_nagle(tmp_path: Path) -> None:
+    # Regression: over TLS each answer waited ~40 ms for the client's delayed ACK
+    # (benchmarks/service_tcp.py: TLS p50 48 ms -> 7 ms). Accepted sockets inherit the option.
+    listener = RemoteOptions("127.0.0.1", 0, TOKEN).bind()
+    try:
+        with socket.create_connection(listener.getsockname()[:2], timeout=5):
+            accepted, _ = listener.accept()
+            with accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        listener.close()
