@@ -5,7 +5,8 @@ Usage:  python benchmarks/bench.py [--runs 30] [--seconds 10]
 Every figure is a ratio against a bare subprocess (the floor) and against
 ``docker run`` measured in the same run, as PERF.md asks. Targets are
 checked and reported, never asserted: this script prints, it does not fail
-on a slow machine (it exits 1 only if containers were left behind).
+on a slow machine (it exits 1 only if containers were left behind, or an
+answer of the load run was wrong).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def health(sock: Path) -> Any:
             data += chunk
     return json.loads(data.split(b"\r\n\r\n", 1)[1])
 HOOK = "cat >/dev/null; echo ok"
+REMOTE_GUARD = """jq -e '.tool_input.command | startswith("rm ")' >/dev/null && { echo "no rm here" >&2; exit 2; }; exit 0"""
+REMOTE_ECHO = 'echo "seen $(jq -r .prompt)"'
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -82,11 +85,12 @@ def settle(pool: Any, spares: int) -> None:
 
 
 class Bench:
-    def __init__(self, runs: int, seconds: float) -> None:
+    def __init__(self, runs: int, seconds: float, load_seconds: float = 30.0) -> None:
         from executor.sandbox.docker import default_client
         from executor.sandbox.images import RUNNER_IMAGE
 
-        self.runs, self.seconds = runs, seconds
+        self.runs, self.seconds, self.load_seconds = runs, seconds, load_seconds
+        self.wrong = 0
         self.client = default_client()
         self.image = RUNNER_IMAGE
         self.tmp = Path(tempfile.mkdtemp(prefix="hookcage-bench-"))
@@ -319,6 +323,99 @@ class Bench:
             warm = rate(lambda: sandbox.run(self.request()))
         self.extra.append(("hookcage warm pool, 4 callers", f"{warm:.1f}/s ({warm / base:.2f}x engine; target >= 0.9x)"))
 
+    def remote_load(self) -> None:
+        """4 agents sending events for ``load_seconds`` through ``hookcage serve --listen`` (TCP, token):
+        each a fresh ``hookcage dispatch`` with ``HOOKCAGE_URL`` from a venv without hookcage's
+        dependencies, every answer checked (each prompt is unique, so a mixed-up answer shows)."""
+        import re
+        import secrets
+
+        exe = self.console_script()
+        name = f"`hookcage dispatch` via HOOKCAGE_URL (TCP), 4 agents x {self.load_seconds:g} s"
+        if exe is None:
+            self.rows.append((name, None, "n/a: console script missing"))
+            return
+        home = self.tmp / "remote-home"
+        home.mkdir(mode=0o700)
+        hooks = {"PreToolUse": [{"hooks": [{"type": "command", "command": REMOTE_GUARD}]}],
+                 "UserPromptSubmit": [{"hooks": [{"type": "command", "command": REMOTE_ECHO}]}]}
+        (home / "hooks.json").write_text(json.dumps({"hooks": hooks}))
+        (home / "config.toml").write_text("[allowlist]\nallow = " + json.dumps([REMOTE_GUARD, REMOTE_ECHO]) + "\n")
+        token = secrets.token_hex(16)
+        env = {**self.env(), "HOOKCAGE_HOME": str(home), "HOOKCAGE_TOKEN": token}
+        log_path = self.tmp / "serve-remote.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([exe, "serve", "--listen", "127.0.0.1:0", "--socket", str(home / "s.sock")],
+                                    env=env, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 60
+            while not (found := re.search(r"answering on (http://127\.0\.0\.1:\d+)", log_path.read_text())):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    self.rows.append((name, None, "n/a: the service did not start"))
+                    return
+                time.sleep(0.05)
+            _, client_script = self.clean_venv()
+            agent_env = {"PATH": os.environ["PATH"], "HOME": str(self.tmp), "LANG": "C.UTF-8",
+                         "HOOKCAGE_URL": found.group(1), "HOOKCAGE_TOKEN": token}
+
+            def event(agent: int, n: int) -> tuple[str, bytes]:
+                if n % 2:
+                    command = "rm -rf build" if n % 4 == 1 else "ls"
+                    return "PreToolUse", json.dumps({"session_id": f"bench-{agent}", "cwd": str(self.ws),
+                                                     "tool_name": "Bash", "tool_input": {"command": command}}).encode()
+                return "UserPromptSubmit", json.dumps({"session_id": f"bench-{agent}", "cwd": str(self.ws),
+                                                       "prompt": f"agent {agent} event {n}"}).encode()
+
+            def ask(script: str, what: str, payload: bytes, environ: dict[str, str]) -> tuple[int, bytes, bytes]:
+                out = subprocess.run([script, "dispatch", what], input=payload, capture_output=True, env=environ)
+                return out.returncode, out.stdout, out.stderr
+
+            # The expected answers, from an in-process dispatch with the service's own settings.
+            local = {**env, "HOOKCAGE_NO_DAEMON": "1"}
+            expected = {key: ask(exe, *event(0, n), local) for n, key in ((1, "deny"), (3, "allow"), (0, "prompt"))}
+
+            def correct(agent: int, n: int, got: tuple[int, bytes, bytes]) -> bool:
+                if n % 2:
+                    return got == expected["deny" if n % 4 == 1 else "allow"]
+                code, out, err = expected["prompt"]
+                return got == (code, out.replace(b"agent 0 event 0", f"agent {agent} event {n}".encode()), err)
+
+            latencies: list[float] = []
+            wrong: list[str] = []
+            lock = threading.Lock()
+            stop = time.monotonic() + self.load_seconds
+
+            def agent(number: int) -> None:
+                n = 0
+                while time.monotonic() < stop:
+                    what, payload = event(number, n)
+                    t = time.perf_counter()
+                    got = ask(client_script, what, payload, agent_env)
+                    took = (time.perf_counter() - t) * 1000
+                    with lock:
+                        latencies.append(took)
+                        if not correct(number, n, got):
+                            wrong.append(f"agent {number} event {n}: {got!r}")
+                    n += 1
+
+            began = time.monotonic()
+            threads = [threading.Thread(target=agent, args=(i,)) for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            elapsed = time.monotonic() - began
+            rate = len(latencies) / elapsed
+            self.wrong += len(wrong)
+            verdict = f"{len(latencies)} answers, all correct" if not wrong else f"{len(wrong)} WRONG: {wrong[0]}"
+            self.rows.append((f"{name}: {rate:.1f} events/s", latencies, verdict))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
     def pooled_memory(self) -> None:
         try:
             from executor.sandbox.pool import PooledDockerSandbox
@@ -364,17 +461,19 @@ class Bench:
             time.sleep(0.1)
         print(f"- containers labelled hookcage.managed=true left after the run: {len(left)}")
         shutil.rmtree(self.tmp, ignore_errors=True)
-        return 1 if left else 0
+        return 1 if left or self.wrong else 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--load-seconds", type=float, default=30.0,
+                        help="how long 4 agents send events through the TCP service (default 30)")
     args = parser.parse_args()
-    bench = Bench(args.runs, args.seconds)
+    bench = Bench(args.runs, args.seconds, args.load_seconds)
     for step in (bench.paths, bench.startup, bench.spawned,
-                 bench.five_hooks, bench.throughput, bench.pooled_memory):
+                 bench.five_hooks, bench.throughput, bench.pooled_memory, bench.remote_load):
         step()
         print(".", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)

@@ -130,6 +130,11 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 def missing_dependencies(args: Sequence[str], exc: ImportError) -> NoReturn:
     """The in-process CLI cannot load (hookcage installed without its dependencies): say so in one line."""
+    if list(args) in (["--version"], ["-V"]):
+        from executor import __version__
+
+        sys.stdout.write(f"hookcage, version {__version__}\n")  # what the CLI prints
+        sys.exit(0)
     dispatching = args[:1] == ["dispatch"]
     missing = exc.name or str(exc)
     sys.stderr.write(

@@ -22,7 +22,7 @@ def test_the_benchmark_prints_its_table_and_leaves_no_container(
     docker_api: object, runner_image: str
 ) -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--runs", "2", "--seconds", "1"],
+        [sys.executable, str(SCRIPT), "--runs", "2", "--seconds", "1", "--load-seconds", "2"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -43,6 +43,7 @@ def test_the_benchmark_prints_its_table_and_leaves_no_container(
         "daemon RSS",
         "4 callers",
         "memory of one pooled container",
+        "`hookcage dispatch` via HOOKCAGE_URL (TCP), 4 agents x 2 s: ",
     ):
         assert row in out, f"{row!r} missing from:\n{out}"
     assert "n/a" not in out, out

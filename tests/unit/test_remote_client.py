@@ -471,3 +471,23 @@ def test_on_error() -> None:
     assert client.on_error({"HOOKCAGE_ON_ERROR": "allow", "HOOKCAGE_FAIL_CLOSED": "true"}) == (
         False, "HOOKCAGE_FAIL_CLOSED=1")
     assert client.on_error({"HOOKCAGE_ON_ERROR": "allow", "HOOKCAGE_FAIL_CLOSED": "0"})[0] is True
+
+
+def test_without_dependencies_the_version_still_shows(tmp_path: Path) -> None:
+    code, out, err, _ = run_agent(["--version"], agent_env(tmp_path, "http://127.0.0.1:9"))
+    assert (code, out, err) == (0, f"hookcage, version {client.__version__}\n", "")
+
+
+@pytest.mark.parametrize(("content", "why"), [(None, "No such file or directory"), ("not a certificate\n", "")])
+def test_an_unusable_ca_file_is_named_and_nothing_is_sent(
+    tls: tuple[FakeService, Path], tmp_path: Path, content: str | None, why: str
+) -> None:
+    server, _ = tls
+    ca_file = tmp_path / "bad-ca.pem"
+    if content is not None:
+        ca_file.write_text(content)
+    code, out, err, _ = run_agent(["dispatch", "Stop"], agent_env(tmp_path, server.url(), HOOKCAGE_CA_FILE=str(ca_file)))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"hookcage: error: the hookcage service at {server.url()} did not answer "
+                          f"(cannot use HOOKCAGE_CA_FILE {ca_file}: {why}")
+    assert server.received == []
