@@ -795,15 +795,20 @@ class Daemon:
         local, tcp_server = _linked_servers(config, tcp_config)
         self._remote_task = asyncio.ensure_future(tcp_server.serve(sockets=[tcp]))
 
+        failed: list[str] = []
+
         def ended(task: asyncio.Future[None]) -> None:
-            if not local.should_exit:
+            if not local.should_exit:  # not asked to stop: the TCP listener died on its own
                 error = None if task.cancelled() else task.exception()
-                logger.error("the TCP listener stopped: %s", error or "cancelled")
+                failed.append(f"the TCP listener on {address} stopped: {error or 'cancelled'}")
+                logger.error("%s", failed[-1])
                 local.should_exit = True
 
         self._remote_task.add_done_callback(ended)
         logger.info("hookcage %s answering on %s (remote mode, bearer token required)", __version__, address)
         await local.serve(sockets=[sock])
+        if failed:
+            raise DaemonError(failed[0])  # exit 1, not the 0 of a requested stop
 
     def close(self) -> None:
         """Wait for ``async`` hooks, close the shared sandboxes (a pool removes its

@@ -35,7 +35,7 @@ from executor.service.auth import (
     parse_listen,
     read_token_file,
 )
-from executor.service.daemon import Daemon
+from executor.service.daemon import Daemon, DaemonError
 from executor.service.remote import RemoteOptions, build_remote_app
 from executor.settings import Settings, load_settings
 
@@ -613,3 +613,20 @@ def test_accepted_connections_do_not_wait_for_nagle(tmp_path: Path) -> None:
                 assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
     finally:
         listener.close()
+
+
+def test_a_tcp_listener_that_dies_stops_the_service_with_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not a requested stop: serve must not end as if SIGTERM had asked it to (exit 0).
+    class Vanished(RemoteOptions):
+        def uvicorn_ssl(self) -> dict[str, Any]:
+            return {"ssl_certfile": str(tmp_path / "gone.pem"), "ssl_keyfile": str(tmp_path / "gone-key.pem")}
+
+    monkeypatch.setenv("HOOKCAGE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    daemon = Daemon(tmp_path / "home" / "hookcage.sock", sandbox_factory=lambda b, s: FakeSandbox(),
+                    home=tmp_path / "home")
+    with pytest.raises(DaemonError, match=r"the TCP listener on http://127\.0\.0\.1:\d+ stopped: .*gone\.pem"):
+        daemon.serve(log_level="warning", warm=False, remote=Vanished("127.0.0.1", 0, TOKEN))
+    assert not (tmp_path / "home" / "hookcage.sock").exists()
