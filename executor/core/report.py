@@ -71,7 +71,7 @@ MARKDOWN_LIMIT = 1_000_000
 _CELL = {"event": 60, "agent": 40, "hook": 120, "reason": 300}
 """Characters shown of each free-text cell of the Markdown table."""
 
-_DURATION = re.compile(r"(?:[0-9]+[smhdw])+")
+_DURATION = re.compile(r"(?:[0-9]{1,12}[smhdw])+")
 _DURATION_PART = re.compile(r"([0-9]+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -276,7 +276,7 @@ def test_since_an_iso_time(text: str, moment: datetime) -> None:
 
 
 @pytest.mark.parametrize("text", ["yesterday", "", "-1h", "1.5h", "2h ago", "1y", "h", "2025-13-01",
-                                  "2025-02-30T00:00", "99999999999999d"])
+                                  "2025-02-30T00:00", "99999999999d", "9" * 5000 + "d"])
 def test_since_refuses_what_it_cannot_read(text: str) -> None:
     with pytest.raises(ValueError, match=r"neither an ISO 8601 time|reaches back"):
         parse_since(text, NOW)
