@@ -308,7 +308,15 @@ def converse(sock: Any, request: bytes, timeout: float) -> tuple[int, bytes]:
     """
     deadline = time.monotonic() + timeout
     sock.settimeout(timeout)
-    sock.sendall(request)
+    try:
+        sock.sendall(request)
+    except OSError as exc:
+        # A server may answer before it has read the whole body (413 on Content-Length) and
+        # close: the answer may still be there to read, and says more than a reset.
+        answer = _answer_left(sock, deadline)
+        if answer is None:
+            raise exc from None
+        return answer
     data = b""
     while True:
         left = deadline - time.monotonic()
@@ -323,6 +331,23 @@ def converse(sock: Any, request: bytes, timeout: float) -> tuple[int, bytes]:
         response = parse_response(data)
         if response is not None:
             return response
+
+
+def _answer_left(sock: Any, deadline: float) -> tuple[int, bytes] | None:
+    """A whole response already received on a connection that broke while sending; None without one."""
+    data = b""
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(min(left, 1.0))
+            chunk = sock.recv(256 * 1024)
+            if not chunk:
+                break
+            data += chunk
+            if (response := parse_response(data)) is not None:
+                return response
+    except (OSError, ClientError):
+        pass
+    return None
 
 
 def _owned_socket(path: str) -> bool:

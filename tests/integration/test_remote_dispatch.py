@@ -55,12 +55,12 @@ class Service(_Daemon):
         self.session = agent_session("remote")
         self.url = ""
 
-    def start_listening(self) -> subprocess.Popen[bytes]:
-        """Start the service with ``--listen`` (a free port) and the token; wait until TCP answers."""
+    def start_listening(self, *options: str) -> subprocess.Popen[bytes]:
+        """Start the service with ``--listen`` (a free port), the token and ``options``; wait until TCP answers."""
         self.started_at = time.time()
         seen = len(self.log.read_text()) if self.log.exists() else 0
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen([*SERVE, "--listen", "127.0.0.1:0", "--log-level", "info"],
+            self.proc = subprocess.Popen([*SERVE, "--listen", "127.0.0.1:0", "--log-level", "info", *options],
                                          env={**self.env, "HOOKCAGE_TOKEN": TOKEN},
                                          stdout=log, stderr=log, cwd=self.home)
         deadline = time.monotonic() + 60
@@ -187,6 +187,25 @@ def test_a_wrong_token_is_refused_and_nothing_runs(service: Service, bare_client
     assert service.remote([str(bare_client)], ["Stop"], service.payload()) == (0, "{}\n", "")  # the right token
     [record] = service.log_lines()
     assert record["outcome"] == "ran" and record["exit_code"] == 0
+
+
+@pytest.mark.parametrize("size", [10_000, 20_000_000], ids=["small", "sent-while-refused"])
+def test_an_event_larger_than_the_service_takes_is_413_and_nothing_runs(
+    service: Service, bare_client: Path, size: int
+) -> None:
+    service.hooks(UserPromptSubmit=[command("echo ran")])
+    service.start_listening("--max-body", "4096")
+    big = service.payload(prompt="x" * size)
+    for extra, code, verdict in (({}, 2, "blocked (HOOKCAGE_ON_ERROR=deny)"),
+                                 ({"HOOKCAGE_ON_ERROR": "allow"}, 0, "allowed (HOOKCAGE_ON_ERROR=allow)")):
+        got = service.remote([str(bare_client)], ["UserPromptSubmit"], big, **extra)
+        assert got[:2] == (code, "")
+        assert got[2].startswith(f"hookcage: error: the hookcage service at {service.url} did not answer "
+                                 "(HTTP 413: the request is larger than the service accepts"), got[2]
+        assert got[2].endswith(f"): {verdict}\n")
+    assert service.log_lines() == []
+    small = service.remote([str(bare_client)], ["UserPromptSubmit"], service.payload(prompt="x"))
+    assert small[0] == 0 and "ran" in small[1]
 
 
 @pytest.mark.parametrize("path", ["cold", "warm"])

@@ -73,6 +73,7 @@ class FakeService(socketserver.ThreadingMixIn, socketserver.TCPServer):
         self.reply: Callable[[dict[str, Any]], bytes] = lambda request: respond(200, VERDICT)
         self.received: list[dict[str, Any]] = []
         self.context = context
+        self.early = False  # answer after the head, without reading the body, then close
         super().__init__(("127.0.0.1", 0), _Handler)
 
     @property
@@ -114,6 +115,11 @@ class _Handler(socketserver.BaseRequestHandler):
         for line in lines[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
+        if self.server.early:
+            self.server.received.append({"line": lines[0], "headers": headers, "body": None})
+            self.request.sendall(self.server.reply({}))
+            self.request.close()  # unread bytes: the kernel resets the connection
+            return
         while len(body) < int(headers.get("content-length", "0")):
             body += self.request.recv(65536)
         request = {"line": lines[0], "headers": headers, "body": json.loads(body) if body else None}
@@ -491,3 +497,14 @@ def test_an_unusable_ca_file_is_named_and_nothing_is_sent(
     assert err.startswith(f"hookcage: error: the hookcage service at {server.url()} did not answer "
                           f"(cannot use HOOKCAGE_CA_FILE {ca_file}: {why}")
     assert server.received == []
+
+
+def test_a_refusal_sent_before_the_body_was_read_is_still_read(service: FakeService, tmp_path: Path) -> None:
+    # The service refuses on Content-Length and closes while the client still sends: the
+    # 413 it wrote is what the client reports, not the reset that follows it.
+    service.early = True
+    service.reply = lambda r: respond(413, {"detail": "request body over 1000 bytes"})
+    payload = json.dumps({"prompt": "x" * (8 * 1024 * 1024)}).encode()
+    got = run_agent(["dispatch", "UserPromptSubmit"], agent_env(tmp_path, service.url()), stdin=payload)
+    reason = "HTTP 413: the request is larger than the service accepts; request body over 1000 bytes"
+    assert got[:3] == (2, "", fallback_line(service.url(), reason))
