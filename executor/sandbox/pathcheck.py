@@ -2,10 +2,11 @@
 
 A wrong ``path_map`` entry does not fail loudly by itself: when it names a
 directory the engine's host has, hooks would see that directory instead of
-the workspace (or the staged files) hookcage means. So each entry is probed
-with a tiny container: the runner image, no network, the entry's engine path
-bound read-only at ``/probe``, printing the directory's inode and a digest
-of its listing. hookcage compares them with what it sees itself (listing
+the workspace (or the staged files) hookcage means. So the entries are
+probed with a tiny container: the runner image, no network, each entry's
+engine path bound read-only at ``/probe/<i>``, printing each directory's
+inode and a digest of its listing (one container for all; one per entry,
+side by side, when the engine refuses it, to tell which path it lacks). hookcage compares them with what it sees itself (listing
 before and after the probe, so that a file made meanwhile is no false
 alarm). Same inode and same names: right. Otherwise, or when the engine has
 no such path: wrong, with the fix.
@@ -41,17 +42,22 @@ from executor.sandbox.paths import PathMap, engine_path, normal_path
 
 logger = logging.getLogger(__name__)
 
-PROBE_TARGET = "/probe"
+PROBE_ROOT = "/probe"
+"""Entry ``i`` is bound at ``/probe/<i>`` in the probe's container."""
 PROBE_TIMEOUT = 30.0
 _PROBE = (
     "exec python3 -c 'import hashlib, json, os\n"
-    "st = os.stat(\"/probe\")\n"
-    "try:\n"
-    "    names = sorted(os.listdir(b\"/probe\"))\n"
-    "    seen = {\"digest\": hashlib.sha256(b\"\\0\".join(names)).hexdigest(), \"count\": len(names)}\n"
-    "except OSError:\n"
-    "    seen = {\"digest\": None, \"count\": None}\n"
-    "print(json.dumps({\"ino\": st.st_ino, \"dir\": os.path.isdir(\"/probe\"), **seen}))'"
+    "seen = {}\n"
+    "for name in os.listdir(\"/probe\"):\n"
+    "    path = \"/probe/\" + name\n"
+    "    st = os.stat(path)\n"
+    "    try:\n"
+    "        names = sorted(os.listdir(path.encode()))\n"
+    "        listing = {\"digest\": hashlib.sha256(b\"\\0\".join(names)).hexdigest(), \"count\": len(names)}\n"
+    "    except OSError:\n"
+    "        listing = {\"digest\": None, \"count\": None}\n"
+    "    seen[name] = {\"ino\": st.st_ino, \"dir\": os.path.isdir(path), **listing}\n"
+    "print(json.dumps(seen))'"
 )
 
 
@@ -130,44 +136,43 @@ def _probe_sandbox(client: Any, image: str | None) -> Any:
 
     # No map: the probe binds the engine's path exactly as the entry gives it.
     return DockerSandbox(image=image or DEFAULT_IMAGE, user=f"{os.getuid()}:{os.getgid()}", path_map=IDENTITY,
-                         client=client, reap_on_start=False, memory="64m", pids=32)
+                         client=client, reap_on_start=False, memory="128m")
 
 
-def check_entry(sandbox: Any, service: str, engine: str, labels: dict[str, str] | None = None) -> MappingCheck:
-    """Probe one entry with a container of ``sandbox`` (one without a map, see :func:`check_path_map`).
+def _probe(sandbox: Any, engines: Sequence[str], labels: dict[str, str] | None) -> list[Seen | None]:
+    """How the engine's host sees each of ``engines``: one container, each bound read-only at ``/probe/<i>``.
 
     Raises:
-        SandboxUnavailable: the engine or the probe's image is missing (nothing could be checked).
+        SandboxUnavailable: the engine or the probe's image is missing, or the probe gave no answer.
+        SandboxError: the engine refused the container (e.g. one of the paths does not exist there).
     """
     from executor.sandbox import orphans
 
-    try:
-        before = seen_here(service)
-    except OSError as exc:
-        return MappingCheck(service, engine, None, f"not checked: hookcage cannot see it ({exc.strerror})")
-    if not before.is_dir:
-        return MappingCheck(service, engine, None, "not checked: a file, not a directory")
     request = RunRequest(
-        command=_PROBE, cwd="/tmp", project_dir="/", timeout=PROBE_TIMEOUT,
-        options=SandboxOptions(workspace="none"), binds=(Bind(engine, PROBE_TARGET, read_only=True),),
+        command=_PROBE, cwd="/tmp", project_dir="/", timeout=PROBE_TIMEOUT, options=SandboxOptions(workspace="none"),
+        binds=tuple(Bind(engine, f"{PROBE_ROOT}/{i}", read_only=True) for i, engine in enumerate(engines)),
         labels={**(labels or {}), orphans.OWNER_LABEL: orphans.owner_value(), "hookcage.probe": "path_map"},
-        warm=False, output_cap=64 * 1024,
+        warm=False, output_cap=256 * 1024,
     )
-    try:
+    for attempt in (1, 2):  # once more: a container removed under us (`hookcage gc --all` elsewhere) says nothing
         result = sandbox.run(request)
-    except SandboxUnavailable:
-        raise
-    except SandboxError as exc:
-        return MappingCheck(service, engine, False, f"the engine cannot mount it: {exc}")
-    try:
-        data = json.loads(result.stdout)
-        there = Seen(int(data["ino"]), data.get("digest"), data.get("count"), bool(data.get("dir", True)))
-    except (ValueError, KeyError, TypeError):
+        try:
+            data = json.loads(result.stdout)
+            return [Seen(int(d["ino"]), d.get("digest"), d.get("count"), bool(d.get("dir", True))) if d else None
+                    for d in (data.get(str(i)) for i in range(len(engines)))]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            if attempt == 1 and not result.oom_killed and not result.timed_out:
+                continue
         said = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise SandboxUnavailable(
-            f"the path_map probe did not answer (exit {result.exit_code}"
-            + (f": {said[-1][:200]}" if said else "") + "): it needs python3 in the runner image"
-        ) from None
+        how = ("timed out" if result.timed_out else "ran out of memory" if result.oom_killed
+               else f"exit {result.exit_code}" + (f": {said[-1][:200]}" if said else ""))
+        break
+    raise SandboxUnavailable(f"the path_map probe gave no answer ({how}); it runs python3 in the runner image")
+
+
+def _verdict(service: str, engine: str, before: Seen, there: Seen | None) -> MappingCheck:
+    if there is None:
+        return MappingCheck(service, engine, False, f"the engine's {engine} was not mounted")
     if not there.is_dir:
         return MappingCheck(service, engine, False, f"the engine's {engine} is not a directory")
     try:
@@ -186,10 +191,12 @@ def check_path_map(
     image: str | None = None,
     labels: dict[str, str] | None = None,
 ) -> list[MappingCheck]:
-    """Probe the map's entries (all, or those that carry one of ``under``), side by side.
+    """Probe the map's directory entries (all, or those that carry one of ``under``).
 
-    An entry carries a path when it translates it (the longest entry the
-    path is in) or lies inside it (a mount within the path).
+    All in one container; when the engine refuses it (a path its host does
+    not have), one container per entry, side by side, to tell which. An
+    entry carries a path when it translates it (the longest entry the path
+    is in) or lies inside it (a mount within the path).
 
     Returns:
         One check per entry, in the map's order (longest path first).
@@ -203,14 +210,43 @@ def check_path_map(
         for path in under:
             carrying.update(_carrying(path_map, normal_path(os.path.realpath(path))))
         entries = [entry for entry in entries if entry in carrying]
-    if not entries:
-        return []
-    sandbox = _probe_sandbox(client, image)
+    checks: dict[tuple[str, str], MappingCheck] = {}
+    here: dict[tuple[str, str], Seen] = {}
+    for service, engine in entries:
+        try:
+            seen = seen_here(service)
+        except OSError as exc:
+            checks[(service, engine)] = MappingCheck(service, engine, None,
+                                                     f"not checked: hookcage cannot see it ({exc.strerror})")
+            continue
+        if seen.is_dir:
+            here[(service, engine)] = seen
+        else:
+            checks[(service, engine)] = MappingCheck(service, engine, None, "not checked: a file, not a directory")
+    if here:
+        sandbox = _probe_sandbox(client, image)
+        try:
+            checks.update(_check_all(sandbox, here, labels))
+        finally:
+            sandbox.close()
+    return [checks[entry] for entry in entries]
+
+
+def _check_all(sandbox: Any, here: dict[tuple[str, str], Seen],
+               labels: dict[str, str] | None) -> dict[tuple[str, str], MappingCheck]:
+    todo = list(here)
     try:
-        with ThreadPoolExecutor(max_workers=min(4, len(entries)), thread_name_prefix="hookcage-probe") as pool:
-            return list(pool.map(lambda entry: check_entry(sandbox, entry[0], entry[1], labels), entries))
-    finally:
-        sandbox.close()
+        seen = _probe(sandbox, [engine for _, engine in todo], labels)
+    except SandboxUnavailable:
+        raise
+    except SandboxError as exc:
+        if len(todo) == 1:
+            (service, engine), = todo
+            return {todo[0]: MappingCheck(service, engine, False, f"the engine cannot mount it: {exc}")}
+        with ThreadPoolExecutor(max_workers=min(4, len(todo)), thread_name_prefix="hookcage-probe") as pool:
+            parts = list(pool.map(lambda entry: _check_all(sandbox, {entry: here[entry]}, labels), todo))
+        return {k: v for part in parts for k, v in part.items()}
+    return {(s, e): _verdict(s, e, here[(s, e)], there) for (s, e), there in zip(todo, seen, strict=True)}
 
 
 def _inside(path: str, prefix: str) -> bool:
@@ -310,7 +346,6 @@ def refuse_wrong_home_mapping(home: Path, path_map_setting: dict[str, str] | Non
 __all__ = [
     "MappingCheck",
     "Seen",
-    "check_entry",
     "check_path_map",
     "compare",
     "fix_for",
