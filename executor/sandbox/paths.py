@@ -237,13 +237,22 @@ def hostname_id(hostname: str) -> str | None:
     return hostname if _HOSTNAME_ID.fullmatch(hostname) else None
 
 
-def map_from_mounts(mounts: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str], ...]:
+def map_from_mounts(
+    mounts: Sequence[Mapping[str, Any]], requested: Sequence[Mapping[str, Any]] = ()
+) -> tuple[tuple[str, str], ...]:
     """The entries a container's ``Mounts`` (``docker inspect``) give: ``Destination -> Source``.
 
     Binds and volumes with a ``Source`` on the engine's host count (a local
     named volume's ``Source`` is its ``_data`` folder); tmpfs and mounts
     without a source do not (the engine cannot bind what is in them).
+    ``requested`` is the container's ``HostConfig.Mounts``: a volume mounted
+    with ``VolumeOptions.Subpath`` (API 1.45) is that folder of the volume,
+    which ``Mounts`` does not say.
     """
+    subpaths = {
+        str(m.get("Target")): str(((m.get("VolumeOptions") or {}).get("Subpath")) or "")
+        for m in requested if m.get("Type") == "volume"
+    }
     entries: dict[str, str] = {}
     for mount in mounts:
         if mount.get("Type") not in ("bind", "volume"):
@@ -251,8 +260,11 @@ def map_from_mounts(mounts: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str
         source, destination = mount.get("Source"), mount.get("Destination")
         if not isinstance(source, str) or not isinstance(destination, str):
             continue
+        subpath = subpaths.get(destination, "") if mount.get("Type") == "volume" else ""
+        if ".." in subpath.split("/"):
+            continue  # the engine refuses such a subpath; never guess where it would lead
         try:
-            entries[normal_path(destination)] = normal_path(source)
+            entries[normal_path(destination)] = normal_path(posixpath.join(source, subpath.lstrip("/")))
         except ValueError:
             continue  # not a Linux path (a Windows engine's): nothing hookcage can bind
     return _ordered(entries.items())
@@ -341,7 +353,7 @@ def detect_path_map(client: Any, candidates: Candidates | None = None) -> PathMa
     inspected = own_container(client, found)
     if inspected is None:
         return IDENTITY
-    entries = map_from_mounts(inspected.get("Mounts") or [])
+    entries = map_from_mounts(inspected.get("Mounts") or [], (inspected.get("HostConfig") or {}).get("Mounts") or [])
     container = str(inspected.get("Id") or "")
     path_map = PathMap(entries, "detected", container)
     logger.info("hookcage runs in container %s: path_map %s", container[:12], path_map.describe())

@@ -519,3 +519,14 @@ def test_serve_asks_the_engine_nothing_without_a_map(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(Candidates, "of_this_process", classmethod(lambda cls: cls()))
     refuse_wrong_home_mapping(tmp_path, None)  # on the engine's host
     refuse_wrong_home_mapping(tmp_path, {})  # turned off
+
+
+def test_a_volume_mounted_with_a_subpath_maps_to_that_folder_of_the_volume() -> None:
+    mounts = [{"Type": "volume", "Name": "v", "Source": "/var/lib/docker/volumes/v/_data", "Destination": "/home"},
+              {"Type": "volume", "Name": "w", "Source": "/var/lib/docker/volumes/w/_data", "Destination": "/w"},
+              {"Type": "bind", "Source": "/srv/x", "Destination": "/x"}]
+    requested = [{"Type": "volume", "Source": "v", "Target": "/home", "VolumeOptions": {"Subpath": "hookcage/state"}},
+                 {"Type": "volume", "Source": "w", "Target": "/w", "VolumeOptions": {"Subpath": "../escape"}},
+                 {"Type": "bind", "Source": "/srv/x", "Target": "/x"}]
+    assert dict(map_from_mounts(mounts, requested)) == {
+        "/home": "/var/lib/docker/volumes/v/_data/hookcage/state", "/x": "/srv/x"}
