@@ -38,7 +38,7 @@ from typing import Any
 
 from executor.errors import HookcageError, SandboxError, SandboxUnavailable
 from executor.sandbox.base import Bind, RunRequest, SandboxOptions
-from executor.sandbox.paths import PathMap, engine_path, normal_path
+from executor.sandbox.paths import PathMap, engine_path, normal_path, within
 
 logger = logging.getLogger(__name__)
 
@@ -249,10 +249,6 @@ def _check_all(sandbox: Any, here: dict[tuple[str, str], Seen],
     return {(s, e): _verdict(s, e, here[(s, e)], there) for (s, e), there in zip(todo, seen, strict=True)}
 
 
-def _inside(path: str, prefix: str) -> bool:
-    return prefix == "/" or path == prefix or path.startswith(prefix + "/")
-
-
 def _carrying(path_map: PathMap, path: str) -> list[tuple[str, str]]:
     """The entries that carry ``path`` (resolved): the one translating it, and those inside it.
 
@@ -261,8 +257,8 @@ def _carrying(path_map: PathMap, path: str) -> list[tuple[str, str]]:
     def forms(service: str) -> set[str]:
         return {service, normal_path(os.path.realpath(service))}
 
-    found = [entry for entry in path_map.entries if any(_inside(f, path) and f != path for f in forms(entry[0]))]
-    translating = next((entry for entry in path_map.entries if any(_inside(path, f) for f in forms(entry[0]))), None)
+    found = [entry for entry in path_map.entries if any(within(f, path) and f != path for f in forms(entry[0]))]
+    translating = next((entry for entry in path_map.entries if any(within(path, f) for f in forms(entry[0]))), None)
     return found + ([translating] if translating else [])
 
 

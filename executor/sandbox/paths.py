@@ -57,9 +57,10 @@ class PathMap:
 
     Attributes:
         entries: ``(hookcage path, engine path)`` pairs, normalised, the
-            longest hookcage path first. Empty: paths pass unchanged.
+            longest hookcage path first.
         origin: ``"setting"`` (``path_map``), ``"detected"`` (hookcage's own
-            container's mounts) or ``"none"``.
+            container's mounts) or ``"none"`` (paths pass unchanged). With
+            another origin and no entries, every path is refused.
         container: the container the entries were detected from (its id).
     """
 
@@ -136,7 +137,7 @@ def _ordered(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(pairs, key=lambda pair: (-len(pair[0]), pair[0])))
 
 
-def _under(path: str, prefix: str) -> bool:
+def within(path: str, prefix: str) -> bool:
     """Whether ``path`` is ``prefix`` or inside it, by whole components (``/work`` is not under ``/wor``)."""
     return prefix == "/" or path == prefix or path.startswith(prefix + "/")
 
@@ -161,7 +162,7 @@ def engine_path(path: str, path_map: PathMap) -> str:
     for service, engine in path_map.entries:
         if normal == service:
             return engine
-        if _under(normal, service):
+        if within(normal, service):
             rest = normal if service == "/" else normal[len(service):]
             return engine.rstrip("/") + rest
     raise SandboxError(
@@ -390,4 +391,5 @@ __all__ = [
     "parse_path_map",
     "resolve_path_map",
     "with_resolved_keys",
+    "within",
 ]
