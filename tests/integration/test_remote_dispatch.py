@@ -42,7 +42,7 @@ pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "remote-dispatch-test-token-" + os.urandom(6).hex()
-LISTENING = re.compile(r"answering on (http://127\.0\.0\.1:\d+)")
+LISTENING = re.compile(r"answering on (https?://127\.0\.0\.1:\d+)")
 
 
 class Service(_Daemon):
@@ -187,6 +187,27 @@ def test_a_wrong_token_is_refused_and_nothing_runs(service: Service, bare_client
     assert service.remote([str(bare_client)], ["Stop"], service.payload()) == (0, "{}\n", "")  # the right token
     [record] = service.log_lines()
     assert record["outcome"] == "ran" and record["exit_code"] == 0
+
+
+def test_https_with_a_private_ca(service: Service, bare_client: Path, tmp_path: Path) -> None:
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert_file, key_file, ca_file = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    cert.cert_chain_pems[0].write_to_path(str(cert_file))
+    cert.private_key_pem.write_to_path(str(key_file))
+    key_file.chmod(0o600)
+    ca.cert_pem.write_to_path(str(ca_file))
+    service.hooks(Stop=[command("""echo '{"systemMessage": "over TLS"}'""")])
+    service.start_listening("--tls-cert", str(cert_file), "--tls-key", str(key_file))
+    assert service.url.startswith("https://")
+    answer = (0, '{"systemMessage": "over TLS"}\n', "")
+    assert service.remote([str(bare_client)], ["Stop"], service.payload(), HOOKCAGE_CA_FILE=str(ca_file)) == answer
+    # Without the CA the certificate is not trusted: nothing is sent, the fallback says why.
+    code, out, err = service.remote([str(bare_client)], ["Stop"], service.payload())
+    assert (code, out) == (2, "") and "(TLS: " in err and "certificate" in err, err
+    assert len(service.log_lines()) == 1
 
 
 @pytest.mark.parametrize("size", [10_000, 20_000_000], ids=["small", "sent-while-refused"])
