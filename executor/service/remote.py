@@ -39,7 +39,7 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,8 +56,6 @@ from executor.service.daemon import RemoteDispatchRequest, answer_watching
 if TYPE_CHECKING:
     from executor.service.daemon import Daemon
     from executor.service.metrics import ServiceMetrics
-
-
 
 logger = logging.getLogger("hookcage.daemon")
 
@@ -195,7 +193,7 @@ class Admission:
             self._free.release()
 
 
-async def _reply(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+async def _reply(send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     data = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers]})
@@ -239,7 +237,6 @@ class Gate:
             detail = "wrong bearer token" if authorization else "a bearer token is required (Authorization: Bearer ...)"
             await _reply(send, 401, {"detail": detail}, [(b"www-authenticate", challenge)])
             return
-        scope.setdefault("state", {})["authenticated"] = True
         if path != "/dispatch" or method != "POST":
             await self.app(scope, receive, send)
             return
