@@ -38,6 +38,12 @@ How this works:
    reached and end at their timeout. At start, the daemon removes what
    killed processes left: staging folders (:mod:`executor.sandbox.staging`) and
    containers whose owning process is gone (:mod:`executor.sandbox.orphans`).
+7. With ``--listen HOST:PORT`` (:mod:`executor.service.remote`) a second
+   uvicorn server in the same loop answers on TCP, behind a bearer token, in
+   *remote mode* (:meth:`Daemon.answer_remote`): the service's own settings
+   and environment, the caller's project only. The socket's app and answers
+   are the same as without it. Both listeners count into one
+   :class:`~executor.service.metrics.ServiceMetrics`.
 """
 
 from __future__ import annotations
@@ -108,6 +114,8 @@ def _key_part(value: Any) -> Any:
 def _shown_part(value: Any) -> Any:
     """:func:`_key_part` undone, for ``GET /health`` (no scalar setting is a tuple)."""
     return dict(value) if isinstance(value, tuple) else value
+
+
 _PREFIX = "hookcage_"
 DISCONNECT_POLL = 0.25
 """Seconds between two checks that the caller of a dispatch in progress is still there."""
@@ -386,7 +394,8 @@ class Watch:
                 logger.exception("cancelling a dispatch failed")
 
 
-async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], http: Request) -> JSONResponse:
+async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], http: Request, *,
+                          local: bool = True) -> JSONResponse:
     """Run ``answer`` on a worker thread, cancel it if the caller hangs up; the HTTP reply.
 
     200 ``{"exit_code", "stdout", "stderr", "agent"}``; 409 ``{"detail"}`` for a
@@ -405,7 +414,7 @@ async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], ht
     try:
         answer_, agent = work.result()
     except Refusal as exc:
-        logger.info("left to the caller (in-process): %s", exc)
+        logger.info("left to the caller (in-process): %s" if local else "refused (409), nothing run: %s", exc)
         return JSONResponse({"detail": str(exc)}, status_code=409)
     except BadRequest as exc:
         return JSONResponse({"detail": str(exc)}, status_code=422)

@@ -372,7 +372,7 @@ def build_remote_app(daemon: Daemon, options: RemoteOptions, address: str) -> Ga
         """
         if await http.is_disconnected():
             return JSONResponse({"detail": "cancelled: the caller hung up"}, status_code=499)
-        return await answer_watching(lambda watch: daemon.answer_remote(request, watch), http)
+        return await answer_watching(lambda watch: daemon.answer_remote(request, watch), http, local=False)
 
     @app.get("/metrics", response_class=Response, responses={**_ERRORS, 200: {
         "content": {"text/plain": {"schema": {"type": "string"}}},
