@@ -992,6 +992,7 @@ def reap(
     include_running_expired: bool = True,
     everything: bool = False,
     now: float | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> int:
     """Remove the ``hookcage.managed`` containers whose run is over.
 
@@ -1007,6 +1008,8 @@ def reap(
         everything: remove every hookcage container, runs in flight included
             (``hookcage gc --all``).
         now: the current Unix time (for tests).
+        labels: only containers that also carry these labels (one engine
+            may serve several users, sessions or services: touch only yours).
 
     Returns:
         How many containers this call removed.
@@ -1017,9 +1020,10 @@ def reap(
     """
     now = time.time() if now is None else now
     url = engine_url(client)
+    wanted = [f"{MANAGED_LABEL}=true", *(f"{name}={value}" for name, value in (labels or {}).items())]
     try:
         listed = retry_transient(
-            lambda: client.containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"})
+            lambda: client.containers(all=True, filters={"label": wanted})
         )
     except BACKEND_ERRORS as exc:
         raise map_engine_error(exc, step="list", url=url) from exc

@@ -35,6 +35,7 @@ import docker.errors  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
 from executor.errors import SandboxUnavailable
+from executor.sandbox import orphans
 from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
 from executor.sandbox.docker import (
     EXPIRES_LABEL,
@@ -153,6 +154,11 @@ def timed_run(
 
 def managed_containers(docker_api: Any) -> list[Any]:
     return list(docker_api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"}))
+
+
+def session_containers(docker_api: Any) -> list[Any]:
+    """The managed containers this test session labelled as its own (others may share the engine)."""
+    return list(docker_api.containers(all=True, filters={"label": SESSION_FILTER}))
 
 
 def run_containers_left(docker_api: Any, sandbox: Sandbox) -> list[str]:
@@ -765,7 +771,9 @@ def test_missing_image_says_how_to_build_it(docker_api: Any, workspace: Path) ->
     assert str(caught.value) == (
         "image hookcage/runner:0.0.0-missing is missing: run `hookcage image build`"
     )
-    assert managed_containers(docker_api) == []
+    # Nothing of this process's was created (other sessions may run containers meanwhile).
+    mine = orphans.owner_value()
+    assert [c["Id"] for c in managed_containers(docker_api) if (c.get("Labels") or {}).get(orphans.OWNER_LABEL) == mine] == []
 
 
 def test_missing_runtime_is_unavailable(
@@ -816,20 +824,20 @@ def test_reap_removes_runs_that_are_over_and_keeps_live_ones(
     for container in (exited_old, exited_unlabelled, exited_in_flight):
         docker_api.wait(container, timeout=10)
     try:
-        assert reap(docker_api, include_running_expired=False) == 1  # exited_old
-        assert reap(docker_api) == 1  # running_expired
-        left = {c["Id"] for c in managed_containers(docker_api)}
+        assert reap(docker_api, include_running_expired=False, labels=SESSION_LABELS) == 1  # exited_old
+        assert reap(docker_api, labels=SESSION_LABELS) == 1  # running_expired
+        left = {c["Id"] for c in session_containers(docker_api)}
         # In flight (expiry ahead), or without expiry and stopped under a minute ago.
         assert left >= {exited_in_flight, exited_unlabelled, running_live}
         assert exited_old not in left
-        assert reap(docker_api, now=now + 601) >= 3
-        left = {c["Id"] for c in managed_containers(docker_api)}
+        assert reap(docker_api, now=now + 601, labels=SESSION_LABELS) >= 3
+        left = {c["Id"] for c in session_containers(docker_api)}
         assert not left & {exited_in_flight, exited_unlabelled, running_live}
         live = make_container(docker_api, runner_image, "sleep 60", now + 600)
-        reap(docker_api)
-        assert live in {c["Id"] for c in managed_containers(docker_api)}
-        assert reap(docker_api, everything=True) >= 1  # hookcage gc --all
-        assert live not in {c["Id"] for c in managed_containers(docker_api)}
+        reap(docker_api, labels=SESSION_LABELS)
+        assert live in {c["Id"] for c in session_containers(docker_api)}
+        assert reap(docker_api, everything=True, labels=SESSION_LABELS) >= 1  # hookcage gc --all, on our own
+        assert live not in {c["Id"] for c in session_containers(docker_api)}
     finally:
         for container in (exited_in_flight, exited_unlabelled, running_live):
             with contextlib.suppress(docker.errors.NotFound):

@@ -403,6 +403,11 @@ def states(docker_api: Any, containers: list[str]) -> dict[str, str]:
     return found
 
 
+def owned(owner: subprocess.Popen[str]) -> dict[str, str]:
+    """Labels that limit a reap to this owner's pool (other sessions' runs share the engine)."""
+    return {POOL_LABEL: str(owner.pid), "hookcage.test-session": SESSION}
+
+
 def test_idle_containers_exit_by_themselves_and_reap_removes_them(
     runner_image: str, workspace: Path, docker_api: Any
 ) -> None:
@@ -417,10 +422,10 @@ def test_idle_containers_exit_by_themselves_and_reap_removes_them(
         assert set(states(docker_api, spares).values()) <= {"exited"}, states(docker_api, spares)
         expiry = max(float(docker_api.inspect_container(c)["Config"]["Labels"][EXPIRES_LABEL]) for c in spares)
         # Not before its expiry label (its run could still be reading it)...
-        reap(docker_api, include_running_expired=False)
+        reap(docker_api, include_running_expired=False, labels=owned(owner))
         assert set(states(docker_api, spares).values()) == {"exited"}
         # ...and once past it.
-        reap(docker_api, include_running_expired=False, now=expiry + 1)
+        reap(docker_api, include_running_expired=False, now=expiry + 1, labels=owned(owner))
         assert set(states(docker_api, spares).values()) == {"gone"}
     finally:
         stop_owner(docker_api, owner)
@@ -438,9 +443,10 @@ def test_containers_of_a_killed_owner_exit_at_once(
     assert set(states(docker_api, spares).values()) == {"exited"}
     # Long before their expiry label: a minute after they ended, like any
     # stopped container whose owner may still be reading it.
-    reap(docker_api, include_running_expired=False)
+    reap(docker_api, include_running_expired=False, labels=owned(owner))
     assert set(states(docker_api, spares).values()) == {"exited"}
-    reap(docker_api, include_running_expired=False, now=time.time() + UNLABELLED_GRACE + 1)
+    reap(docker_api, include_running_expired=False, now=time.time() + UNLABELLED_GRACE + 1,
+         labels=owned(owner))
     assert set(states(docker_api, spares).values()) == {"gone"}
     stop_owner(docker_api, owner)
 
