@@ -314,8 +314,12 @@ def parse_since(text: str, now: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=now.tzinfo)
 
 
+INCLUDES = {"error": ("error", "timeout")}
+"""``--fail-on`` names that cover more than their own outcome: a hook that timed out failed too."""
+
+
 def parse_fail_on(values: Iterable[str]) -> tuple[str, ...]:
-    """``--fail-on`` values (each comma-separated) as outcome names.
+    """``--fail-on`` values (each comma-separated) as outcome names (``error`` brings ``timeout``).
 
     Raises:
         ValueError: a name that is not an outcome (the message lists them).
@@ -325,7 +329,7 @@ def parse_fail_on(values: Iterable[str]) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"unknown outcome{'s' if len(unknown) > 1 else ''} "
                          f"{', '.join(repr(n) for n in unknown)}; known: {', '.join(OUTCOMES)}")
-    return tuple(dict.fromkeys(names))
+    return tuple(dict.fromkeys(o for n in names for o in INCLUDES.get(n, (n,))))
 
 
 # -- Markdown ---------------------------------------------------------------

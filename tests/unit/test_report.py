@@ -305,6 +305,12 @@ def test_fail_on_names() -> None:
     report = report_of(ran(), ran(status="error", error="x"), skipped("untrusted"))
     assert report.matched(["untrusted", "blocked", "error"]) == ["error", "untrusted"]
     assert report.matched(["blocked", "timeout"]) == []
+    # A hook that timed out failed: `--fail-on error` catches it (`timeout` alone names only those).
+    assert parse_fail_on(["error"]) == ("error", "timeout")
+    assert parse_fail_on(["timeout"]) == ("timeout",)
+    timed_out = report_of(ran(), ran(status="error", timed_out=True, error="timed out after 1s"))
+    assert timed_out.matched(parse_fail_on(["error"])) == ["timeout"]
+    assert timed_out.matched(parse_fail_on(["blocked"])) == []
 
 
 # -- hostile strings -------------------------------------------------------------------------
