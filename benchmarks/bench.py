@@ -331,7 +331,7 @@ class Bench:
         import secrets
 
         exe = self.console_script()
-        name = f"`hookcage dispatch` via HOOKCAGE_URL (TCP), 4 agents x {self.load_seconds:g} s"
+        name = f"`hookcage dispatch` via HOOKCAGE_URL (TCP), 4 agents x {self.load_seconds:g} s, pool_size 4"
         if exe is None:
             self.rows.append((name, None, "n/a: console script missing"))
             return
@@ -342,7 +342,8 @@ class Bench:
         (home / "hooks.json").write_text(json.dumps({"hooks": hooks}))
         (home / "config.toml").write_text("[allowlist]\nallow = " + json.dumps([REMOTE_GUARD, REMOTE_ECHO]) + "\n")
         token = secrets.token_hex(16)
-        env = {**self.env(), "HOOKCAGE_HOME": str(home), "HOOKCAGE_TOKEN": token}
+        # One ready container per agent (the default 2 per shape would send half of them cold).
+        env = {**self.env(), "HOOKCAGE_HOME": str(home), "HOOKCAGE_TOKEN": token, "HOOKCAGE_POOL_SIZE": "4"}
         log_path = self.tmp / "serve-remote.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([exe, "serve", "--listen", "127.0.0.1:0", "--socket", str(home / "s.sock")],
@@ -409,12 +410,24 @@ class Bench:
             self.wrong += len(wrong)
             verdict = f"{len(latencies)} answers, all correct" if not wrong else f"{len(wrong)} WRONG: {wrong[0]}"
             self.rows.append((f"{name}: {rate:.1f} events/s", latencies, verdict))
+            pools = [entry["pool"] for entry in health(home / "s.sock")["sandboxes"] if entry.get("pool")]
+            self.extra.append(("the TCP service's pool over the load run", ", ".join(
+                f"{p['warm']} warm, {p['cold']} cold, {p['fallbacks']} fallbacks" for p in pools) or "none"))
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        # This run's own containers (the engine may be shared): its hooks' and its service's pool.
+        mine = [{"label": ["hookcage.managed=true", f"hookcage.session=bench-{i}"]} for i in range(4)]
+        mine.append({"label": ["hookcage.managed=true", f"hookcage.pool={proc.pid}"]})
+        deadline = time.monotonic() + 10
+        while (left := sum(len(self.client.containers(all=True, filters=f)) for f in mine)) and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.extra.append(("containers of the load run left after its service stopped", str(left)))
+        self.wrong += left
 
     def pooled_memory(self) -> None:
         try:

@@ -43,7 +43,7 @@ def test_the_benchmark_prints_its_table_and_leaves_no_container(
         "daemon RSS",
         "4 callers",
         "memory of one pooled container",
-        "`hookcage dispatch` via HOOKCAGE_URL (TCP), 4 agents x 2 s: ",
+        "`hookcage dispatch` via HOOKCAGE_URL (TCP), 4 agents x 2 s, pool_size 4: ",
     ):
         assert row in out, f"{row!r} missing from:\n{out}"
     assert "n/a" not in out, out
