@@ -1380,8 +1380,11 @@ def _fail_on_lines(built: Any, hits: Sequence[str]) -> None:
               help="TCP dispatches answered at once.")
 @click.option("--max-queue", type=click.IntRange(min=0), default=64, show_default=True,
               help="TCP dispatches waiting for a slot (503 with Retry-After past it).")
+@click.option("--project-root", "project_roots", multiple=True, type=click.Path(path_type=Path),
+              help="Only projects inside this directory may be named over TCP (repeatable; default: any).")
 def serve(socket_path: Path | None, log_level: str, listen: str | None, token_file: Path | None,
-          tls_cert: Path | None, tls_key: Path | None, max_body: int, max_concurrent: int, max_queue: int) -> None:
+          tls_cert: Path | None, tls_key: Path | None, max_body: int, max_concurrent: int, max_queue: int,
+          project_roots: tuple[Path, ...]) -> None:
     """Answer `hookcage dispatch` from a long-lived process (saves start-up on every event).
 
     Keeps the code loaded and the sandboxes (engine connections) open; reads
@@ -1409,13 +1412,14 @@ def serve(socket_path: Path | None, log_level: str, listen: str | None, token_fi
 
         host, port = parse_listen(listen)
         remote = RemoteOptions(host, port, load_token(token_file, os.environ), tls_cert=tls_cert, tls_key=tls_key,
-                               max_body=max_body, max_concurrent=max_concurrent, max_queue=max_queue)
+                               max_body=max_body, max_concurrent=max_concurrent, max_queue=max_queue,
+                               project_roots=project_roots)
         remote.check()
     else:
         context = click.get_current_context()
-        given = [f"--{name.replace('_', '-')}" for name in
-                 ("token_file", "tls_cert", "tls_key", "max_body", "max_concurrent", "max_queue")
-                 if context.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+        tcp_only = ("token_file", "tls_cert", "tls_key", "max_body", "max_concurrent", "max_queue", "project_roots")
+        given = [param.opts[0] for param in context.command.params if param.name in tcp_only
+                 and context.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT]
         if given:
             raise click.UsageError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --listen HOST:PORT")
     Daemon(socket_path).serve(log_level=log_level, remote=remote)

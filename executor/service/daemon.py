@@ -80,6 +80,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from executor import __version__
 from executor.config import project_root
 from executor.core.envnames import AGENT_CONFIG_VARS, PROJECT_DIR_VARS
+from executor.core.hooks import DOCKER_SOCKETS
 from executor.core.protocol import AgentAnswer
 from executor.dialects import DIALECTS, resolve_dialect
 from executor.errors import HookcageError, PayloadError, SandboxError
@@ -251,7 +252,8 @@ def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str
 
 
 def remote_environ(
-    env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None, own: Mapping[str, str]
+    env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None, own: Mapping[str, str],
+    *, keep_out: Sequence[Path] = (), roots: Sequence[Path] = (),
 ) -> dict[str, str]:
     """The environment ``HookExecutor`` reads for a remote (TCP) caller.
 
@@ -262,8 +264,15 @@ def remote_environ(
     agents' user files (``HOME``, ``CODEX_HOME``, ...) is the service's own
     (``own``); the caller's ``CLAUDE_ENV_FILE`` is ignored.
 
+    The project directory is mounted into every hook's container and what the
+    hooks print goes back to the caller, so a caller may not name one that
+    holds what it must not see: one that contains any of ``keep_out`` (the
+    service's hookcage home, the Docker sockets), or, when ``roots`` are
+    given (``--project-root``), one outside all of them.
+
     Raises:
-        Refusal: a path is relative, or the project directory does not exist here.
+        Refusal: a path is relative, the project directory does not exist here,
+            contains one of ``keep_out`` or lies outside ``roots``.
     """
     environ = {name: own[name] for name in AGENT_CONFIG_VARS if name in own}
     for name in PROJECT_DIR_VARS:
@@ -283,6 +292,12 @@ def remote_environ(
     if not root.is_dir():
         raise Refusal(f"the project directory {root} does not exist on the hookcage service "
                       "(mount the workspace at the same path in the agent's and the service's containers)")
+    for secret in keep_out:
+        if Path(os.path.realpath(secret)).is_relative_to(root):
+            raise Refusal(f"the project directory {root} contains {secret}: refused (its hooks would see it)")
+    if roots and not any(root.is_relative_to(os.path.realpath(allowed)) for allowed in roots):
+        shown = ", ".join(str(allowed) for allowed in roots)
+        raise Refusal(f"the project directory {root} is outside the service's project roots ({shown})")
     return environ
 
 
@@ -493,7 +508,8 @@ class Daemon:
                                  environ=environ, base_env=host_base_env(env), fail_closed=fail_closed_env(env),
                                  watch=watch, listener="local", event_label=_event_label(agent, request.event, payload))
 
-    def answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None = None) -> tuple[AgentAnswer, str]:
+    def answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None = None, *,
+                      roots: Sequence[Path] = ()) -> tuple[AgentAnswer, str]:
         """The answer to a remote (TCP) caller: ``hookcage dispatch`` in the service's own environment,
         for the caller's project.
 
@@ -501,14 +517,15 @@ class Daemon:
         are its own (the caller's ``HOOKCAGE_*``, ``home``, ``HOME`` and
         ``DOCKER_*`` are ignored); the project comes from the caller
         (:func:`remote_environ`). Another hookcage ``version`` is no reason
-        to refuse; another ``protocol`` is.
+        to refuse; another ``protocol`` is. ``roots``: the project directories
+        callers may name (``--project-root``; any when empty).
 
         Raises:
             Refusal: nothing has run; the message says why.
             BadRequest: ``payload_b64`` is not base64.
         """
         try:
-            return self._answer_remote(request, watch)
+            return self._answer_remote(request, watch, roots)
         except Refusal:
             self.metrics.dispatched("remote", _agent_label(request.agent), "unknown", "refused", None)
             raise
@@ -516,7 +533,8 @@ class Daemon:
             self.metrics.rejected(422)
             raise
 
-    def _answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None) -> tuple[AgentAnswer, str]:
+    def _answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None,
+                       roots: Sequence[Path]) -> tuple[AgentAnswer, str]:
         if request.protocol != PROTOCOL:
             raise Refusal(f"the caller speaks protocol {request.protocol}, this service {PROTOCOL}")
         if request.agent is not None and request.agent not in DIALECTS:
@@ -530,7 +548,8 @@ class Daemon:
         except PayloadError:
             payload = {}  # dispatch_bytes answers that; no path in it matters
         agent = resolve_dialect(request.agent, payload).name
-        environ = remote_environ(request.env, payload, request.cwd, os.environ)
+        keep_out = [self.home, *(Path(path) for path in DOCKER_SOCKETS)]
+        environ = remote_environ(request.env, payload, request.cwd, os.environ, keep_out=keep_out, roots=roots)
         return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=None,
                                  environ=environ, base_env=host_base_env(os.environ), fail_closed=fail_closed_env(),
                                  watch=watch, listener="remote", event_label=_event_label(agent, request.event, payload))

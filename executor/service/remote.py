@@ -84,6 +84,8 @@ class RemoteOptions:
     max_body: int = DEFAULT_MAX_BODY
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     max_queue: int = DEFAULT_MAX_QUEUE
+    project_roots: tuple[Path, ...] = ()
+    """The directories a remote caller's project must lie in (``--project-root``); any when empty."""
 
     @property
     def tls(self) -> bool:
@@ -100,6 +102,9 @@ class RemoteOptions:
             raise ServiceConfigError("--tls-cert and --tls-key go together: give both or neither")
         if self.max_body < 1 or self.max_concurrent < 1 or self.max_queue < 0:
             raise ServiceConfigError("--max-body and --max-concurrent must be at least 1, --max-queue at least 0")
+        for root in self.project_roots:
+            if not root.is_absolute() or not root.is_dir():
+                raise ServiceConfigError(f"--project-root must be an existing directory given as an absolute path: {root}")
         if self.tls_cert is not None and self.tls_key is not None:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             try:
@@ -372,7 +377,8 @@ def build_remote_app(daemon: Daemon, options: RemoteOptions, address: str) -> Ga
         """
         if await http.is_disconnected():
             return JSONResponse({"detail": "cancelled: the caller hung up"}, status_code=499)
-        return await answer_watching(lambda watch: daemon.answer_remote(request, watch), http, local=False)
+        return await answer_watching(lambda watch: daemon.answer_remote(request, watch, roots=options.project_roots),
+                                     http, local=False)
 
     @app.get("/metrics", response_class=Response, responses={**_ERRORS, 200: {
         "content": {"text/plain": {"schema": {"type": "string"}}},

@@ -313,6 +313,32 @@ def test_refusals_are_409_with_a_detail_and_run_nothing(
     assert value(service.metrics(), "hookcage_dispatches_total", outcome="refused") == 1
 
 
+@pytest.mark.parametrize("where", ["/", "{tmp}", "{tmp}/home", "/run"])
+def test_a_project_holding_the_services_home_or_the_docker_socket_is_refused(
+    service: Service, tmp_path: Path, where: str
+) -> None:
+    # Its hooks would get it mounted, and what they print goes back to the caller.
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    service.start()
+    project = where.format(tmp=tmp_path)
+    status, answer = service.dispatch(service.prompt(), env={"CLAUDE_PROJECT_DIR": project})
+    assert status == 409 and f"the project directory {os.path.realpath(project)} contains " in answer["detail"]
+    assert service.sandbox.requests == [] and service.log() == []
+
+
+def test_project_roots_limit_what_a_caller_may_name(service: Service, tmp_path: Path) -> None:
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    service.start(project_roots=(service.project.parent / "project",))
+    status, answer = service.dispatch(service.prompt(cwd=str(elsewhere)))
+    assert status == 409 and "is outside the service's project roots" in answer["detail"]
+    inside = service.project / "sub"
+    inside.mkdir()
+    assert service.dispatch(service.prompt(cwd=str(inside)))[0] == 200
+    assert len(service.sandbox.requests) == 1
+
+
 def test_a_bad_payload_is_answered_as_in_process(service: Service) -> None:
     service.start()
     status, answer = service.dispatch(b"not json", event="UserPromptSubmit", cwd=str(service.project))
