@@ -135,6 +135,7 @@ def test_the_service_reaches_the_engine_and_listens_with_a_token() -> None:
     hookcage = _compose()["services"]["hookcage"]
     assert any(v.endswith(":/var/run/docker.sock") for v in hookcage["volumes"])
     assert hookcage["command"][:2] == ["serve", "--listen"]
+    assert hookcage["command"][3:] == ["--project-root", "${HOOKCAGE_WORKSPACE}"], "callers name the workspace only"
     port = hookcage["command"][2].rsplit(":", 1)[1]
     assert hookcage["command"][2] == f"0.0.0.0:{port}"
     assert [p.rsplit(":", 1)[1] for p in hookcage["ports"]] == [port]
