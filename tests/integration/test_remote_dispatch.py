@@ -274,7 +274,8 @@ def test_a_service_killed_mid_run_leaves_no_container(
         time.sleep(0.5)
     assert now in ("exited 137", "gone")  # killed by its watch
 
-    # The service's next start removes what the killed one left: the hook's and its pool's.
+    # The service's next start removes what the killed one left: the hook's and its pool's
+    # (or any `hookcage serve` or `gc` started meanwhile on this shared engine did it first).
     leftovers = made | {c["Id"] for c in docker_api.containers(
         all=True, filters={"label": f"hookcage.pool={killed_pid}"})}
     service.start_listening()
@@ -282,7 +283,6 @@ def test_a_service_killed_mid_run_leaves_no_container(
     while present := [c for c in leftovers if exists(docker_api, c)]:
         assert time.monotonic() < deadline, f"left behind: {[c[:12] for c in present]}"
         time.sleep(0.2)
-    assert "removed" in service.log.read_text()
 
 
 def state(docker_api: Any, container: str) -> str:
