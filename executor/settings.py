@@ -167,10 +167,11 @@ class Settings(BaseSettings):
     trust_file: Path | None = None
     """A read-only trust file (``HOOKCAGE_TRUST_FILE``, e.g. exported on the base branch)."""
 
-    @field_validator("trust_file", mode="before")
+    @field_validator("trust_file", "log_file", mode="before")
     @classmethod
-    def _no_trust_file_when_empty(cls, value: Any) -> Any:
-        # HOOKCAGE_TRUST_FILE= (CI sets variables empty) means none, not the current directory.
+    def _no_file_when_empty(cls, value: Any) -> Any:
+        # HOOKCAGE_TRUST_FILE= or HOOKCAGE_LOG_FILE= (CI sets variables empty) means none
+        # (no trust file; the default run log), not the current directory.
         return None if isinstance(value, str) and not value.strip() else value
 
     @property

@@ -134,3 +134,14 @@ def test_guess_scope_by_location(dirs: tuple[Path, Path], tmp_path: Path) -> Non
     assert guess_scope(managed / "hooks.json", s)[0] is Scope.MANAGED
     assert guess_scope(tmp_path / ".hookcage" / "hooks.local.json", s)[0] is Scope.LOCAL
     assert guess_scope(tmp_path / "anything.json", s)[0] is Scope.PROJECT
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_log_file_variable_means_the_default_run_log(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """CI systems set variables empty: HOOKCAGE_LOG_FILE= is the default log, not the current directory."""
+    home, managed = dirs
+    monkeypatch.setenv("HOOKCAGE_LOG_FILE", value)
+    settings = load_settings(home=home, managed_dir=managed)
+    assert settings.log_file is None and settings.run_log == home / "runs.jsonl"
