@@ -254,7 +254,12 @@ def test_a_service_killed_mid_run_leaves_no_container(
         time.sleep(0.05)
         hook = [c["Id"] for c in service.containers(docker_api, service.session)
                 if c["State"] == "running" and runs_command(docker_api, c["Id"], "sleep 3600")]
-    made = {c["Id"] for c in service.containers(docker_api, service.session)}
+    listed = service.containers(docker_api, service.session)
+    made = {c["Id"] for c in listed}
+    # Each names its owner, the service (pool containers too): what lets the next start remove them.
+    assert all(c["Labels"].get("hookcage.owner", "").endswith(f"/{killed_pid}") for c in listed), listed
+    if path == "warm":
+        assert any("hookcage.pool" in c["Labels"] for c in listed)
     proc.kill()  # SIGKILL: the service can remove neither its hook's container nor its pool's
     proc.wait()
     out, err = agent.communicate(timeout=60)
