@@ -129,7 +129,6 @@ def test_killed_mid_run_the_client_falls_back_and_the_reaper_removes_the_contain
         assert daemon.dispatch("UserPromptSubmit", daemon.payload(prompt="x"), daemon=True)[0] == 0
         daemon.wait_ready(2)
     (daemon.tmp / "payload.json").write_bytes(daemon.payload())
-    started = time.monotonic()
     with (daemon.tmp / "payload.json").open("rb") as stdin:
         agent = subprocess.Popen([PY, "-m", "executor.entry", "dispatch", "Stop"], stdin=stdin,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env, cwd=daemon.project)
@@ -144,7 +143,6 @@ def test_killed_mid_run_the_client_falls_back_and_the_reaper_removes_the_contain
     proc.wait()
     out, err = agent.communicate(timeout=60)
     assert (agent.returncode, out, err) == (0, b"{}\n", b"")  # answered in-process (the hook ran again)
-    assert time.monotonic() - started < 45
 
     # The in-process run removed its own container; the daemon's are left for the reaper:
     # the hook's, runs to its end; the pool's, exit at once (their stdin ended with the daemon).
