@@ -40,6 +40,8 @@ ENGINE_SOCKET = "/var/run/docker.sock"
 SERVER_NAMES = ("docker", "localhost", "127.0.0.1")
 """What dind's server certificate is issued for (its service alias, plus loopback here)."""
 _CHUNK = 65536
+_MAX_PENDING = 4 * _CHUNK
+"""Input bytes held for an engine that is not reading; past it the client waits (TCP back-pressure)."""
 
 
 @dataclass
@@ -161,16 +163,40 @@ def _forward(tls: ssl.SSLSocket, engine: socket.socket) -> None:
 
     One thread per connection, so the TLS object is never used by two threads at
     once. Decrypted bytes the TLS layer already holds (``pending()``) are read
-    before waiting on the socket again.
+    before waiting on the socket again. Writes to the engine never block: dockerd
+    copies each direction on its own, so input the engine does not take (a hook
+    that never reads its stdin) must not stop its output and its end of stream
+    from reaching the client. Input waits in a bounded buffer; while the buffer
+    is full, the client's bytes are left in the TCP window (back-pressure).
     """
     client_open = True
     engine_reads = True  # False once the engine stopped taking input (the hook exited with stdin unread)
+    half_close = False  # the client ended its input: end the engine's once the buffer is written
+    pending = bytearray()
+    engine.setblocking(False)
+
+    def end_input() -> None:
+        with contextlib.suppress(OSError):
+            engine.shutdown(socket.SHUT_WR)
+
     while True:
-        waiting = [engine] + ([tls] if client_open else [])
-        if client_open and tls.pending():
-            readable = [tls]
+        take_client = client_open and len(pending) < _MAX_PENDING
+        writers = [engine] if pending and engine_reads else []
+        if take_client and tls.pending():
+            readable, writable = [tls], writers
         else:
-            readable, _, _ = select.select(waiting, [], [], 1.0)
+            readable, writable, _ = select.select([engine] + ([tls] if take_client else []), writers, [], 1.0)
+        if engine in writable:
+            try:
+                del pending[:engine.send(pending)]
+            except BlockingIOError:
+                pass
+            except OSError:
+                # What the client still sends is dropped, as dockerd drops it.
+                engine_reads = False
+                pending.clear()
+            if half_close and not pending:
+                end_input()
         if tls in readable:
             try:
                 data = tls.recv(_CHUNK)
@@ -182,18 +208,16 @@ def _forward(tls: ssl.SSLSocket, engine: socket.socket) -> None:
                 return
             if data == b"":
                 client_open = False
-                with contextlib.suppress(OSError):
-                    engine.shutdown(socket.SHUT_WR)
+                half_close = True
+                if not pending:
+                    end_input()
             elif data and engine_reads:
-                try:
-                    engine.sendall(data)
-                except OSError:
-                    # dockerd copies each direction on its own: what the engine still
-                    # sends must reach the client; what the client still sends is dropped.
-                    engine_reads = False
+                pending += data
         if engine in readable:
             try:
                 data = engine.recv(_CHUNK)
+            except BlockingIOError:
+                continue
             except OSError:
                 return
             if not data:  # the engine ended the stream: close_notify, then the connection closes
