@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,12 @@ from typing import Any
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from executor.errors import ConfigError
 
@@ -243,6 +249,12 @@ def load_settings(**overrides: Any) -> Settings:
         home, managed = _locations(overrides)
         where = _where(name, overrides, home, managed)
         raise ConfigError(f"{where}: setting {dotted!r}: {first['msg']}") from exc
+    except SettingsError as exc:
+        # A structured setting (allowlist, path_map) whose variable is not JSON.
+        field = re.search(r'field "([^"]+)"', str(exc))
+        name = field.group(1) if field else "?"
+        raise ConfigError(f"environment variable HOOKCAGE_{name.upper()}: setting {name!r}: "
+                          "not valid JSON (it takes a JSON object)") from exc
 
 
 def _where(name: str, overrides: dict[str, Any], home: Path, managed: Path) -> str:

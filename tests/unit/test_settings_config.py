@@ -145,3 +145,15 @@ def test_an_empty_log_file_variable_means_the_default_run_log(
     monkeypatch.setenv("HOOKCAGE_LOG_FILE", value)
     settings = load_settings(home=home, managed_dir=managed)
     assert settings.log_file is None and settings.run_log == home / "runs.jsonl"
+
+
+def test_a_structured_setting_that_is_not_json_names_its_variable(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pydantic-settings' own SettingsError would reach the user as an internal error."""
+    monkeypatch.setenv("HOOKCAGE_ALLOWLIST", "{bad")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == (
+        "environment variable HOOKCAGE_ALLOWLIST: setting 'allowlist': not valid JSON (it takes a JSON object)"
+    )
