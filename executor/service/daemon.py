@@ -392,6 +392,23 @@ class BadRequest(Exception):
     """The request itself is malformed (HTTP 422): nothing has run."""
 
 
+def decode_payload(payload_b64: str, bad: type[Exception]) -> tuple[bytes, Mapping[str, Any]]:
+    """The agent's stdin bytes of a request, and its payload (``{}`` when they do not parse:
+    :func:`dispatch_bytes` answers that; no path in it matters).
+
+    Raises:
+        bad: ``payload_b64`` is not base64 (:class:`Refusal` on the socket, :class:`BadRequest` on TCP).
+    """
+    try:
+        raw = binascii.a2b_base64(payload_b64, strict_mode=True)
+    except (binascii.Error, ValueError) as exc:
+        raise bad("payload_b64 is not base64") from exc
+    try:
+        return raw, read_payload(raw)
+    except PayloadError:
+        return raw, {}
+
+
 @dataclasses.dataclass
 class Watch:
     """One dispatch in progress, as its HTTP handler sees it: cancel it when the caller hangs up."""
@@ -494,14 +511,7 @@ class Daemon:
         if {name: env.get(name, "") for name in client.DOCKER_ENV_VARS} != mine:
             raise Refusal("the caller's Docker engine settings (DOCKER_*) differ from the daemon's")
         settings = caller_settings(env, request.home, self.home)
-        try:
-            raw = binascii.a2b_base64(request.payload_b64, strict_mode=True)
-        except (binascii.Error, ValueError) as exc:
-            raise Refusal("payload_b64 is not base64") from exc
-        try:
-            payload: Mapping[str, Any] = read_payload(raw)
-        except PayloadError:
-            payload = {}  # dispatch_bytes answers that; no path in it matters
+        raw, payload = decode_payload(request.payload_b64, Refusal)
         agent = resolve_dialect(request.agent, payload).name  # what dispatch_bytes answers in
         environ = project_environ(env, payload, request.cwd)
         return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=settings,
@@ -539,14 +549,7 @@ class Daemon:
             raise Refusal(f"the caller speaks protocol {request.protocol}, this service {PROTOCOL}")
         if request.agent is not None and request.agent not in DIALECTS:
             raise Refusal(f"unknown agent {request.agent!r}; known agents: {', '.join(sorted(DIALECTS))}")
-        try:
-            raw = binascii.a2b_base64(request.payload_b64, strict_mode=True)
-        except (binascii.Error, ValueError) as exc:
-            raise BadRequest("payload_b64 is not base64") from exc
-        try:
-            payload: Mapping[str, Any] = read_payload(raw)
-        except PayloadError:
-            payload = {}  # dispatch_bytes answers that; no path in it matters
+        raw, payload = decode_payload(request.payload_b64, BadRequest)
         agent = resolve_dialect(request.agent, payload).name
         keep_out = [self.home, *(Path(path) for path in DOCKER_SOCKETS)]
         environ = remote_environ(request.env, payload, request.cwd, os.environ, keep_out=keep_out, roots=roots)
