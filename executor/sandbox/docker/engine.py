@@ -1,0 +1,304 @@
+"""Engine access: the client (``DOCKER_HOST``, TLS), what the engine is, and the container
+calls a run and ``reap`` make (inspect, kill, wait, remove)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TypedDict
+
+import docker  # type: ignore[import-untyped, unused-ignore]
+import docker.errors  # type: ignore[import-untyped, unused-ignore]
+import docker.utils  # type: ignore[import-untyped, unused-ignore]
+import requests.exceptions  # type: ignore[import-untyped, unused-ignore]
+
+from executor.sandbox.conventions import EXPIRES_LABEL, MANAGED_LABEL, POOL_LABEL, UNLABELLED_GRACE
+from executor.sandbox.docker.errors import (
+    BACKEND_ERRORS,
+    _explanation,
+    _is_timeout,
+    _status,
+    map_engine_error,
+    retry_transient,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_API_TIMEOUT = 10.0
+"""Seconds the default client waits for one Engine API answer."""
+
+
+def _env_engine_url(environ: Mapping[str, str]) -> str:
+    return environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def engine_url(client: docker.APIClient) -> str:
+    """The address a client talks to, as a user would write it (``unix:///...``)."""
+    try:
+        adapter = client.get_adapter(client.base_url)
+    except (AttributeError, requests.exceptions.InvalidSchema):
+        adapter = None  # not a requests-based client: its URL will do
+    socket_path = getattr(adapter, "socket_path", None)
+    if isinstance(socket_path, str):
+        return f"unix://{socket_path}"
+    return str(getattr(client, "base_url", "the Docker engine"))
+
+
+def over_tls(client: docker.APIClient) -> bool:
+    """Whether the client talks to its engine over TLS (``DOCKER_TLS_VERIFY``, e.g. GitLab's dind)."""
+    return str(getattr(client, "base_url", "")).startswith("https://")
+
+
+def default_client(
+    *, timeout: float = DEFAULT_API_TIMEOUT, environ: Mapping[str, str] | None = None
+) -> docker.APIClient:
+    """An ``APIClient`` configured like ``docker.from_env`` (``DOCKER_HOST``, TLS vars).
+
+    The API version is negotiated with the engine (one ``/version`` call), so
+    this contacts the engine.
+
+    Args:
+        timeout: seconds to wait for each API answer.
+        environ: where to read ``DOCKER_*`` from; ``os.environ`` by default.
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        SandboxError: the environment's Docker settings are unusable.
+    """
+    env = dict(os.environ if environ is None else environ)
+    url = _env_engine_url(env)
+    kwargs: dict[str, Any] = {}
+    try:
+        # kwargs_from_env reads os.environ when handed an empty mapping.
+        kwargs = docker.utils.kwargs_from_env(environment=env or {"DOCKER_HOST": url})
+        return EngineClient(version="auto", timeout=timeout, **kwargs)
+    except BACKEND_ERRORS as exc:
+        raise map_engine_error(exc, step="connect", url=url, tls=bool(kwargs.get("tls"))) from exc
+
+
+class EngineClient(docker.APIClient):  # type: ignore[misc, unused-ignore]
+    """docker-py's ``APIClient``, but the engine's CA from ``DOCKER_CERT_PATH`` stays the one checked.
+
+    ``requests`` lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` replace a
+    session's CA file on every request (many CI images set them), so a TLS
+    engine (GitLab's ``docker:dind``) would be checked against the system
+    bundle and refused. The docker CLI never reads those variables.
+    """
+
+    def merge_environment_settings(
+        self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any
+    ) -> dict[str, Any]:
+        settings: dict[str, Any] = super().merge_environment_settings(url, proxies, stream, verify, cert)
+        if isinstance(self.verify, str) and verify is None:
+            settings["verify"] = self.verify
+        return settings
+
+
+class StateInfo(TypedDict):
+    """The parts of ``State`` that a run's result needs."""
+
+    running: bool
+    exit_code: int | None
+    oom_killed: bool
+
+
+def _inspect(client: docker.APIClient, container: str) -> StateInfo:
+    """The container's run state (retried: inspecting is safe to repeat)."""
+    inspected = retry_transient(lambda: client.inspect_container(container))
+    state = inspected.get("State") or {}
+    code = state.get("ExitCode")
+    return StateInfo(
+        running=bool(state.get("Running")),
+        exit_code=code if isinstance(code, int) else None,
+        oom_killed=bool(state.get("OOMKilled")),
+    )
+
+
+def remove_container_quietly(client: docker.APIClient, container: str) -> bool:
+    """Remove a container (force); ``False`` when it was already gone."""
+
+    def call() -> bool:
+        try:
+            client.remove_container(container, force=True, v=True)
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError as exc:
+            if _status(exc) == 409 and "in progress" in _explanation(exc):
+                return False  # someone else is removing it
+            raise
+        return True
+
+    return retry_transient(call)
+
+
+def _kill(client: docker.APIClient, container: str) -> None:
+    """SIGKILL a container by id; a container that already stopped is fine."""
+
+    def call() -> None:
+        try:
+            client.kill(container)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if _status(exc) != 409:  # 409: not running any more
+                raise
+
+    retry_transient(call)
+
+
+def _wait(client: docker.APIClient, container: str, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for a container to stop; False if it did not."""
+    try:
+        client.wait(container, timeout=timeout)
+    except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as exc:
+        if _is_timeout(exc):
+            return False
+        raise
+    return True
+
+
+def _finished_at(client: docker.APIClient, entry: Mapping[str, Any]) -> float:
+    """When a stopped container stopped (Unix time); its creation if it never ran."""
+    created = float(entry.get("Created") or 0)
+    inspected = client.inspect_container(entry["Id"])
+    finished = str((inspected.get("State") or {}).get("FinishedAt") or "")
+    if finished.startswith("0001-") or not finished:
+        return created
+    # RFC 3339 with nanoseconds; fromisoformat takes at most microseconds.
+    stamp, _, fraction = finished.rstrip("Z").partition(".")
+    parsed = datetime.fromisoformat(stamp).replace(tzinfo=UTC)
+    return parsed.timestamp() + float(f"0.{fraction or 0}"[:8])
+
+
+def _run_is_over(
+    client: docker.APIClient, entry: Mapping[str, Any], now: float, include_running_expired: bool
+) -> bool:
+    labels = entry.get("Labels") or {}
+    try:
+        expires: float | None = float(labels[EXPIRES_LABEL])
+    except (KeyError, TypeError, ValueError):
+        expires = None
+    expired = expires is not None and expires <= now
+    state = entry.get("State")
+    if state in ("exited", "dead", "created"):
+        if expires is None or (POOL_LABEL in labels and not expired):
+            # Not a hook run (an image build, say), or a warm pool's container
+            # that ended (its pool may have been killed; a pooled container
+            # never starts again): its owner may still be reading it.
+            return _finished_at(client, entry) + UNLABELLED_GRACE <= now
+        return expired
+    if state == "removing":
+        return False
+    return include_running_expired and expired
+
+
+def reap(
+    client: docker.APIClient,
+    *,
+    include_running_expired: bool = True,
+    everything: bool = False,
+    now: float | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> int:
+    """Remove the ``hookcage.managed`` containers whose run is over.
+
+    Over means: stopped (exited, dead or never started) and past its
+    ``hookcage.expires`` (until then its run may still be reading the exit
+    code), or, with ``include_running_expired``, still running past it.
+    Stopped containers without the label count as over a minute after they
+    stopped; running ones without it are never touched.
+
+    Args:
+        client: the Engine API client.
+        include_running_expired: also remove running containers past expiry.
+        everything: remove every hookcage container, runs in flight included
+            (``hookcage gc --all``).
+        now: the current Unix time (for tests).
+        labels: only containers that also carry these labels (one engine
+            may serve several users, sessions or services: touch only yours).
+
+    Returns:
+        How many containers this call removed.
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        SandboxError: the engine refused to list containers.
+    """
+    now = time.time() if now is None else now
+    url = engine_url(client)
+    wanted = [f"{MANAGED_LABEL}=true", *(f"{name}={value}" for name, value in (labels or {}).items())]
+    try:
+        listed = retry_transient(
+            lambda: client.containers(all=True, filters={"label": wanted})
+        )
+    except BACKEND_ERRORS as exc:
+        raise map_engine_error(exc, step="list", url=url) from exc
+    removed = 0
+    for entry in listed:
+        try:
+            if everything or _run_is_over(client, entry, now, include_running_expired):
+                removed += remove_container_quietly(client, entry["Id"])
+        except docker.errors.NotFound:
+            continue  # gone meanwhile
+        except BACKEND_ERRORS as exc:
+            # Left for the next reap; one stuck container must not stop the rest.
+            logger.warning("could not remove container %s: %s", str(entry.get("Id"))[:12], exc)
+    return removed
+
+
+class EngineInfo(TypedDict):
+    """What ``engine_info`` reports about the Docker engine."""
+
+    version: str
+    api_version: str
+    os: str
+    kernel: str
+    runtimes: list[str]
+    default_runtime: str
+    cgroup_version: str
+    cgroup_driver: str
+    storage_driver: str
+    memory_limit: bool
+    swap_limit: bool
+    pids_limit: bool
+    cpu_limit: bool
+    rootless: bool
+    security_options: list[str]
+    warnings: list[str]
+
+
+def engine_info(client: docker.APIClient) -> EngineInfo:
+    """The engine's version and what of the sandbox profile it can enforce.
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        SandboxError: the engine refused to answer.
+    """
+    url = engine_url(client)
+    try:
+        version = retry_transient(client.version)
+        info = retry_transient(client.info)
+    except BACKEND_ERRORS as exc:
+        raise map_engine_error(exc, step="describe", url=url) from exc
+    security = [str(s) for s in info.get("SecurityOptions") or []]
+    return EngineInfo(
+        version=str(version.get("Version", "")),
+        api_version=str(version.get("ApiVersion", "")),
+        os=str(info.get("OperatingSystem", "")),
+        kernel=str(info.get("KernelVersion", "")),
+        runtimes=sorted(info.get("Runtimes") or {}),
+        default_runtime=str(info.get("DefaultRuntime", "")),
+        cgroup_version=str(info.get("CgroupVersion", "")),
+        cgroup_driver=str(info.get("CgroupDriver", "")),
+        storage_driver=str(info.get("Driver", "")),
+        memory_limit=bool(info.get("MemoryLimit")),
+        swap_limit=bool(info.get("SwapLimit")),
+        pids_limit=bool(info.get("PidsLimit")),
+        cpu_limit=bool(info.get("CpuCfsQuota")),
+        rootless=any("rootless" in s for s in security),
+        security_options=security,
+        warnings=[str(w) for w in info.get("Warnings") or []],
+    )
