@@ -53,12 +53,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
-import docker  # type: ignore[import-untyped, unused-ignore]
-import docker.errors  # type: ignore[import-untyped, unused-ignore]
-
 from executor import __version__
 from executor.errors import HookcageError, SandboxError, SandboxUnavailable
-from executor.sandbox.docker import BACKEND_ERRORS, DEFAULT_IMAGE, default_client, map_engine_error
+from executor.sandbox.docker import (
+    BACKEND_ERRORS,
+    DEFAULT_IMAGE,
+    APIClient,
+    DockerClient,
+    NotFound,
+    default_client,
+    map_engine_error,
+)
 
 __all__ = [
     "APT_AFTER_DEBOOTSTRAP",
@@ -204,7 +209,7 @@ _IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _BUILD_TIMEOUT = 1800  # seconds without a byte from the engine before a build read gives up
 
 Log = Callable[[str], None]
-Client: TypeAlias = "docker.DockerClient | docker.APIClient"
+Client: TypeAlias = "DockerClient | APIClient"
 """Either docker-py client: the high-level one or the low-level ``APIClient``."""
 
 
@@ -241,7 +246,7 @@ def _engine_errors(action: str) -> Iterator[None]:
         yield
     except BACKEND_ERRORS as exc:
         mapped = map_engine_error(exc, step=action, url="DOCKER_HOST")
-        if isinstance(mapped, SandboxUnavailable) and not isinstance(exc, docker.errors.NotFound):
+        if isinstance(mapped, SandboxUnavailable) and not isinstance(exc, NotFound):
             raise mapped from exc
         detail = getattr(exc, "explanation", None) or exc
         raise ImageBuildError(f"{action} failed: {_one_line(detail)}") from exc
@@ -271,7 +276,7 @@ def inspect_image(client: Client, tag: str) -> dict[str, Any] | None:
     with _engine_errors(f"inspecting image {tag}"):
         try:
             return dict(_api(client).inspect_image(tag))
-        except docker.errors.NotFound:
+        except NotFound:
             return None
 
 
@@ -1274,7 +1279,7 @@ def remove_superseded(
             with _engine_errors(f"removing the superseded image {image_id[:19]}"):
                 try:
                     _api(client).remove_image(image_id)
-                except docker.errors.NotFound:
+                except NotFound:
                     continue
         except ImageBuildError as exc:
             log(f"kept the superseded image {image_id[:19]} ({exc})")

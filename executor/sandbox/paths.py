@@ -311,10 +311,10 @@ def own_container(client: Any, candidates: Candidates | None = None) -> dict[str
     Raises:
         SandboxUnavailable, SandboxError: the engine cannot be asked.
     """
-    import docker.errors  # type: ignore[import-untyped, unused-ignore]
-
     from executor.sandbox.docker import (
         BACKEND_ERRORS,
+        APIError,
+        NotFound,
         engine_url,
         map_engine_error,
         retry_transient,
@@ -325,9 +325,9 @@ def own_container(client: Any, candidates: Candidates | None = None) -> dict[str
     for candidate, whole in tries:
         try:
             inspected = retry_transient(functools.partial(client.inspect_container, candidate))
-        except docker.errors.NotFound:
+        except NotFound:
             continue
-        except docker.errors.APIError as exc:
+        except APIError as exc:
             if getattr(exc, "status_code", 0) in (400, 404):
                 continue  # e.g. an ambiguous prefix
             raise map_engine_error(exc, step="inspect", url=engine_url(client)) from exc

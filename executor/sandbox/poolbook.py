@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from executor.sandbox.docker import EXPIRY_MARGIN
+from executor.sandbox.conventions import EXPIRY_MARGIN
 
 TAKE_MARGIN = 0.5
 """Seconds of idle life a pooled container must have left to be given a job."""

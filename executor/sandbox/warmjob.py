@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from executor.sandbox.docker import STDERR
+from executor.sandbox.conventions import STDERR
 
 JOB_TAG = "hookcage-job/1"
 READY_LINE = b"hookcage-ready\n"

@@ -27,6 +27,11 @@ from executor.sandbox.docker.errors import (
 
 logger = logging.getLogger(__name__)
 
+APIClient = docker.APIClient
+"""docker-py's low-level client (for modules outside this package: they never import docker-py)."""
+DockerClient = docker.DockerClient
+"""docker-py's high-level client (idem)."""
+
 DEFAULT_API_TIMEOUT = 10.0
 """Seconds the default client waits for one Engine API answer."""
 

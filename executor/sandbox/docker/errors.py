@@ -26,6 +26,11 @@ from executor.errors import SandboxError, SandboxUnavailable
 from executor.sandbox.conventions import RUNNER_REPOSITORY
 from executor.sandbox.docker.frames import FrameError
 
+NotFound = docker.errors.NotFound
+"""docker-py's "no such container or image" (for modules outside this package: they never import docker-py)."""
+APIError = docker.errors.APIError
+"""docker-py's "the engine answered with an error" (idem)."""
+
 ENGINE_HINT = "start Docker, or set DOCKER_HOST"
 TLS_HINT = ("DOCKER_CERT_PATH must hold the engine's ca.pem and this client's cert.pem and key.pem "
             "(DOCKER_TLS_VERIFY=1 checks the engine against that ca.pem)")
