@@ -878,7 +878,8 @@ def image() -> None:
 @image.command(name="build")
 @click.option("--offline/--online", default=None,
               help="Force the debootstrap path (no registry) or a pull of debian:bookworm-slim. "
-                   "Default: the local debian:bookworm-slim if present, else offline.")
+                   "Default: debian:bookworm-slim when the engine has it or a registry gives it "
+                   "(pull attempt bounded to 20 s of silence), else offline.")
 @click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: from apt sources).")
 @click.option("--rebuild", is_flag=True, help="Run docker build again on the existing base.")
 @click.option("--force", is_flag=True, help="Re-create the base with debootstrap too.")
@@ -890,7 +891,8 @@ def image_build(offline: bool | None, mirror: str | None, rebuild: bool, force: 
     """Build hookcage/runner:<version> (sh, bash, python3, node + npm, uv, ruff, jq, git, shellcheck...).
 
     Works without a container registry: the base is made from Debian packages
-    with debootstrap (needs root) and imported into the engine. With
+    with debootstrap (needs root; when it is not installed, hookcage fetches
+    it with apt into its cache, nothing system-wide) and imported into the engine. With
     --service, also the images compose.yaml runs, from wheels prepared on this
     machine (nothing is downloaded inside a build; see docs/compose.md).
 
@@ -963,8 +965,11 @@ def doctor() -> None:
                f"install and register {settings.runtime} with the engine, or unset runtime")
     elif "runsc" not in info["runtimes"]:
         click.echo("[..] gVisor (runsc) not installed: optional, it also contains kernel exploits")
-    report(shutil_which("debootstrap") is not None or image_exists(client, image_name),
-           "debootstrap available (to build the image without a registry)", "apt-get install debootstrap")
+    from executor.sandbox.debootstrap import offline_build_tool
+
+    offline_ready, offline_how = offline_build_tool()
+    report(offline_ready or image_exists(client, image_name),
+           f"image build without a registry: {offline_how}", "install debootstrap with your package manager")
     _doctor_path_map(report, client, settings)
     click.echo("all good" if not problems else f"{problems} problem(s) found")
     if problems:

@@ -10,14 +10,19 @@ or the folder ``$HOOKCAGE_WHEELHOUSE``) and their binaries extracted into a
 temporary copy of the build context, so the ``docker build`` itself never
 needs a network. The image is built ``FROM`` one of two bases:
 
-- **online**: ``debian:bookworm-slim`` from the engine (pulled only when
-  ``offline=False``); the Dockerfile ``apt-get install``s what is missing, so
-  the build needs a Debian mirror.
+- **online**: ``debian:bookworm-slim`` from the engine, pulled when absent;
+  the Dockerfile ``apt-get install``s what is missing, so the build needs a
+  Debian mirror.
 - **offline**: ``hookcage/base:bookworm-<version>``, made on this machine by
   ``debootstrap --variant=minbase`` from a Debian mirror, slimmed, and
   streamed as a tar into the engine's image import. No registry is touched
-  and the ``docker build`` runs with no network at all. Needs root and
-  debootstrap.
+  and the ``docker build`` runs with no network at all. Needs root; a
+  debootstrap that is not installed is fetched with apt into hookcage's
+  cache (:mod:`executor.sandbox.debootstrap`), nothing system-wide.
+
+By default the choice is automatic: online when the engine has
+``debian:bookworm-slim`` or a registry gives it (the pull attempt gives up
+after 20 s without an answer), offline otherwise; the log says which.
 
 ``build_runner_image`` is idempotent: an existing runner image built from the
 same inputs (its ``hookcage.inputs`` label: a hash of the package list, the
@@ -55,6 +60,7 @@ from typing import IO, Any, TypeAlias
 
 from executor import __version__
 from executor.errors import HookcageError, SandboxError, SandboxUnavailable
+from executor.sandbox.debootstrap import Debootstrap, DebootstrapFetchError, find_debootstrap
 from executor.sandbox.docker import (
     BACKEND_ERRORS,
     DEFAULT_IMAGE,
@@ -752,21 +758,20 @@ def runner_context() -> Path:
     return context
 
 
-def _require_debootstrap() -> str:
-    """Path of a usable debootstrap, after checking root and the Debian keyring.
+@contextlib.contextmanager
+def _require_debootstrap(
+    *, search_path: str | None = None, cache: Path | None = None, log: Log = _log_stderr
+) -> Iterator[Debootstrap]:
+    """A debootstrap to run (the system's, else hookcage's copy, fetched once), after checking root and keyring.
+
+    Args:
+        search_path: where to look for an installed debootstrap (default ``$PATH`` and the sbin folders).
+        cache: where a fetched copy is kept (default :func:`executor.sandbox.debootstrap.cache_dir`).
+        log: where progress lines go.
 
     Raises:
-        ImageBuildError: debootstrap is not installed, we are not root, or the keyring is missing.
+        ImageBuildError: we are not root, the keyring is missing, or no debootstrap could be had.
     """
-    found = shutil.which("debootstrap") or shutil.which(
-        "debootstrap", path="/usr/sbin:/sbin:/usr/local/sbin"
-    )
-    if found is None:
-        raise ImageBuildError(
-            "building the runner image offline needs debootstrap: install debootstrap "
-            "(apt-get install debootstrap) or load debian:bookworm-slim into the engine "
-            "(docker load) and build online"
-        )
     if os.geteuid() != 0:
         raise ImageBuildError(
             "debootstrap needs root to build the offline base image: run the build as root "
@@ -777,7 +782,11 @@ def _require_debootstrap() -> str:
             f"{DEBIAN_KEYRING} is missing, so Debian's signatures cannot be checked: "
             "install debian-archive-keyring (apt-get install debian-archive-keyring)"
         )
-    return found
+    try:
+        with find_debootstrap(search_path=search_path, cache=cache, log=log) as tool:
+            yield tool
+    except DebootstrapFetchError as exc:
+        raise ImageBuildError(str(exc)) from exc
 
 
 _INDEX_FILES = ("InRelease", "Release", "Release.gpg", "Packages")
@@ -841,14 +850,14 @@ def debootstrap_packages(packages: Sequence[str] = RUNNER_PACKAGES) -> list[str]
     return [name for name in packages if name not in APT_AFTER_DEBOOTSTRAP]
 
 
-def _run_debootstrap(debootstrap: str, rootfs: Path, mirror: str, log: Log) -> None:
+def _run_debootstrap(debootstrap: Debootstrap, rootfs: Path, mirror: str, log: Log) -> None:
     """Run debootstrap into ``rootfs``, logging a summary.
 
     Raises:
         ImageBuildError: debootstrap failed (its last error is in the message).
     """
     cmd = [
-        debootstrap,
+        *debootstrap.argv,
         "--variant=minbase",
         "--components=main",
         f"--include={','.join(debootstrap_packages())}",
@@ -858,7 +867,7 @@ def _run_debootstrap(debootstrap: str, rootfs: Path, mirror: str, log: Log) -> N
         mirror,
     ]
     env = dict(os.environ)
-    env.update(LC_ALL="C", DEBIAN_FRONTEND="noninteractive")
+    env.update(LC_ALL="C", DEBIAN_FRONTEND="noninteractive", **debootstrap.env)
     env["PATH"] = env.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin"
     log("running " + " ".join(cmd))
     summary = _DebootstrapLog(log)
@@ -1011,14 +1020,14 @@ def _chunks(stream: IO[bytes], counter: list[int], size: int = 1 << 20) -> Itera
         yield chunk
 
 
-def _import_rootfs(client: Any, rootfs: Path, log: Log) -> str:
-    """Stream ``tar -C rootfs -c .`` into the engine's image import as BASE_IMAGE.
+def _import_rootfs(client: Any, rootfs: Path, log: Log, tag: str = BASE_IMAGE) -> str:
+    """Stream ``tar -C rootfs -c .`` into the engine's image import as ``tag`` (default BASE_IMAGE).
 
     Raises:
         ImageBuildError: tar or the import failed.
         SandboxUnavailable: the engine went away.
     """
-    repository, tag = BASE_IMAGE.rsplit(":", 1)
+    repository, version = tag.rsplit(":", 1)
     changes = [
         f"ENV PATH={_IMAGE_PATH}",
         "ENV LANG=C.UTF-8",
@@ -1027,7 +1036,7 @@ def _import_rootfs(client: Any, rootfs: Path, log: Log) -> str:
         f"{PACKAGES_LABEL}={base_inputs()} "
         f'org.opencontainers.image.title="hookcage base ({DEBIAN_SUITE}, debootstrap minbase)"',
     ]
-    log(f"importing the root filesystem as {BASE_IMAGE}")
+    log(f"importing the root filesystem as {tag}")
     with tempfile.TemporaryFile() as tar_err:
         tar = subprocess.Popen(
             [
@@ -1049,9 +1058,9 @@ def _import_rootfs(client: Any, rootfs: Path, log: Log) -> str:
         sent = [0]
         try:
             assert tar.stdout is not None
-            with _engine_errors(f"importing {BASE_IMAGE}"):
+            with _engine_errors(f"importing {tag}"):
                 answer = _api(client).import_image_from_stream(
-                    _chunks(tar.stdout, sent), repository=repository, tag=tag, changes=changes
+                    _chunks(tar.stdout, sent), repository=repository, tag=version, changes=changes
                 )
         finally:
             if tar.poll() is None and tar.stdout is not None:
@@ -1067,11 +1076,11 @@ def _import_rootfs(client: Any, rootfs: Path, log: Log) -> str:
         with contextlib.suppress(ValueError):
             message = json.loads(text)
             if isinstance(message, dict) and message.get("error"):
-                raise ImageBuildError(f"importing {BASE_IMAGE} failed: {message['error']}")
-    image_id = _image_id(client, BASE_IMAGE)
+                raise ImageBuildError(f"importing {tag} failed: {message['error']}")
+    image_id = _image_id(client, tag)
     if image_id is None:
-        raise ImageBuildError(f"the engine accepted the import but has no {BASE_IMAGE}: {answer!r}")
-    log(f"imported {BASE_IMAGE} ({image_id[:19]}, {sent[0] / 1e6:.0f} MB of tar)")
+        raise ImageBuildError(f"the engine accepted the import but has no {tag}: {answer!r}")
+    log(f"imported {tag} ({image_id[:19]}, {sent[0] / 1e6:.0f} MB of tar)")
     return image_id
 
 
@@ -1110,6 +1119,9 @@ def build_base_image(
     force: bool = False,
     context: Path | None = None,
     log: Log = _log_stderr,
+    tag: str = BASE_IMAGE,
+    cache: Path | None = None,
+    search_path: str | None = None,
 ) -> str:
     """Make BASE_IMAGE offline (debootstrap, slim, import), or reuse it when it is current.
 
@@ -1123,6 +1135,9 @@ def build_base_image(
         force: debootstrap again even when a current BASE_IMAGE exists.
         context: the runner build context holding ``slim.sh``; default :func:`runner_context`.
         log: where progress lines go.
+        tag: the image to make (default BASE_IMAGE; tests make a throwaway one).
+        cache: where a fetched debootstrap is kept (default hookcage's cache).
+        search_path: where to look for an installed debootstrap (default ``$PATH`` and the sbin folders).
 
     Returns:
         The base image's id (``sha256:...``).
@@ -1132,36 +1147,75 @@ def build_base_image(
         SandboxUnavailable: the engine cannot be reached.
     """
     if not force:
-        found = _image_labels(client, BASE_IMAGE)
+        found = _image_labels(client, tag)
         if found is not None:
             existing, labels = found
             if labels.get(PACKAGES_LABEL) == base_inputs():
-                log(f"reusing {BASE_IMAGE} ({existing[:19]})")
+                log(f"reusing {tag} ({existing[:19]})")
                 return existing
             log(
-                f"{BASE_IMAGE} ({existing[:19]}) was made for another package list: "
+                f"{tag} ({existing[:19]}) was made for another package list: "
                 "making it again with debootstrap"
             )
-    debootstrap = _require_debootstrap()
     context = context or runner_context()
     mirror_url = resolve_mirror(mirror)
-    rootfs = Path(tempfile.mkdtemp(prefix="hookcage-rootfs-"))
-    try:
-        _run_debootstrap(debootstrap, rootfs, mirror_url, log)
-        _apt_in_chroot(
-            rootfs, [p for p in RUNNER_PACKAGES if p in APT_AFTER_DEBOOTSTRAP], mirror_url, log
-        )
-        _slim_rootfs(rootfs, context, log)
-        return _import_rootfs(client, rootfs, log)
-    finally:
-        _remove_tree(rootfs, log)
+    with _require_debootstrap(search_path=search_path, cache=cache, log=log) as debootstrap:
+        rootfs = Path(tempfile.mkdtemp(prefix="hookcage-rootfs-"))
+        try:
+            _run_debootstrap(debootstrap, rootfs, mirror_url, log)
+            _apt_in_chroot(
+                rootfs, [p for p in RUNNER_PACKAGES if p in APT_AFTER_DEBOOTSTRAP], mirror_url, log
+            )
+            _slim_rootfs(rootfs, context, log)
+            return _import_rootfs(client, rootfs, log, tag)
+        finally:
+            _remove_tree(rootfs, log)
 
 
 # --------------------------------------------------------------------------- runner
 
 
+_PULL_SILENCE = 20.0
+"""Seconds the automatic choice waits for the engine to say anything while it pulls SLIM_IMAGE."""
+
+
+def _pull_within(client: Any, silence: float) -> None:
+    """Pull SLIM_IMAGE, giving up when the engine stays silent ``silence`` seconds (no registry answers).
+
+    docker-py's ``pull`` waits without a limit, so the request is made with
+    its lower layer and a read timeout; closing the response cancels the
+    engine's pull.
+
+    Raises:
+        ImageBuildError: the pull failed or timed out (the message is the reason only).
+    """
+    api = _api(client)
+    repository, tag = SLIM_IMAGE.split(":", 1)
+    try:
+        response = api._post(
+            api._url("/images/create"),
+            params={"fromImage": repository, "tag": tag},
+            stream=True,
+            timeout=silence,
+        )
+        try:
+            api._raise_for_status(response)
+            for message in api._stream_helper(response, decode=True):
+                if isinstance(message, dict) and message.get("error"):
+                    raise ImageBuildError(_one_line(message["error"]))
+        finally:
+            response.close()
+    except BACKEND_ERRORS as exc:
+        text = _one_line(getattr(exc, "explanation", None) or exc)
+        if "timed out" in text.lower() or "timeout" in type(exc).__name__.lower():
+            text = f"the engine got no answer from a registry in {silence:.0f} s"
+        raise ImageBuildError(text) from exc
+    if not image_exists(client, SLIM_IMAGE):
+        raise ImageBuildError(f"the pull ended without {SLIM_IMAGE} in the engine")
+
+
 def _pull_slim(client: Any, log: Log) -> None:
-    """Pull SLIM_IMAGE.
+    """Pull SLIM_IMAGE (``offline=False``: waits as long as the engine works on it).
 
     Raises:
         ImageBuildError: the pull failed (no registry, no such image, ...).
@@ -1175,8 +1229,31 @@ def _pull_slim(client: Any, log: Log) -> None:
     except ImageBuildError as exc:
         raise ImageBuildError(
             f"{exc}; without a registry, build offline instead (offline=True / --offline, "
-            "needs debootstrap and root) or `docker load` the image"
+            "needs root; debootstrap is fetched with apt when not installed) or `docker load` the image"
         ) from exc.__cause__
+
+
+def _choose_online(client: Any, log: Log, silence: float = _PULL_SILENCE) -> bool:
+    """The automatic choice: online when SLIM_IMAGE is in the engine or a registry gives it, else offline.
+
+    The pull is bounded by ``silence``: with no registry the choice takes
+    seconds (an error from the engine) or ``silence`` at most (no answer).
+    Says which path it took and why.
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+    """
+    if image_exists(client, SLIM_IMAGE):
+        log(f"building online: FROM {SLIM_IMAGE}, already in the engine")
+        return True
+    log(f"pulling {SLIM_IMAGE} (giving up after {silence:.0f} s without an answer)")
+    try:
+        _pull_within(client, silence)
+    except ImageBuildError as exc:
+        log(f"building offline (debootstrap, no registry needed): no {SLIM_IMAGE} ({exc})")
+        return False
+    log(f"building online: FROM {SLIM_IMAGE}, pulled from the registry")
+    return True
 
 
 def _docker_build(
@@ -1328,8 +1405,8 @@ def build_runner_image(
         client: a docker-py client; default one from the environment (closed after).
         offline: True builds FROM a debootstrapped BASE_IMAGE (reused when
             current); False builds FROM SLIM_IMAGE, pulling it when absent;
-            None (default) uses SLIM_IMAGE when the engine already has it,
-            else the offline path. Never pulls unless False.
+            None (default) builds FROM SLIM_IMAGE when the engine has it or
+            pulls it (giving up after 20 s without an answer), else offline.
         log: where progress lines go (default: stderr).
         mirror: the Debian mirror (default :func:`resolve_mirror`).
         force: rebuild everything: debootstrap a new base (offline) and build
@@ -1367,12 +1444,7 @@ def build_runner_image(
         previous: list[str | None] = [None if found is None else found[0]]
         use_offline = offline
         if use_offline is None:
-            use_offline = not image_exists(engine, SLIM_IMAGE)
-            log(
-                f"building offline: {SLIM_IMAGE} is not in the engine"
-                if use_offline
-                else f"building from the local {SLIM_IMAGE}"
-            )
+            use_offline = not _choose_online(engine, log)
         machine = engine_machine(engine)
         with tempfile.TemporaryDirectory(prefix="hookcage-context-") as scratch:
             # The wheels first: a missing one fails in seconds, before any debootstrap.

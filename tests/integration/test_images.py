@@ -429,12 +429,15 @@ def test_engine_lost_mid_way_is_sandbox_unavailable() -> None:
 
 
 @pytest.mark.docker
-def test_missing_debootstrap_says_how_to_install_it(
-    client: Any, monkeypatch: pytest.MonkeyPatch
+def test_without_debootstrap_nor_apt_it_says_what_to_do(
+    client: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    # No debootstrap installed, none in hookcage's (fresh) cache, and no apt to fetch one.
+    monkeypatch.setenv("HOOKCAGE_HOME", str(tmp_path))
     monkeypatch.setattr(images.shutil, "which", lambda *a, **k: None)
-    with pytest.raises(ImageBuildError, match=r"apt-get install debootstrap") as caught:
+    with pytest.raises(ImageBuildError, match=r"neither debootstrap nor apt-get") as caught:
         build_runner_image(client, offline=True, force=True, log=lambda _: None)
+    assert "install debootstrap" in str(caught.value)
     assert isinstance(caught.value, SandboxError)
     assert "\n" not in str(caught.value)
 

@@ -469,7 +469,7 @@ def test_base_of_another_package_list_is_made_again(
 ) -> None:
     engine = FakeEngine({BASE_IMAGE: ("sha256:base", labels)})
 
-    def debootstrap() -> str:
+    def debootstrap(**kwargs: object) -> str:
         raise Stop
 
     monkeypatch.setattr(images, "_require_debootstrap", debootstrap)
