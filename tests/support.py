@@ -87,19 +87,22 @@ class OnlyThese:
 
 class FakeEngine(threading.Thread):
     """The engine's side of an attach on a socket pair: reads stdin until our
-    half-close (unless ``read_stdin`` is False), sends ``reply``, then closes its
-    end, or with ``keep_open`` leaves the stream open (a container still running)."""
+    half-close (unless ``read_stdin`` is False; with ``stdin_length``, that many
+    bytes, as the warm pool's bootstrap reads a job), sends ``reply``, then closes
+    its end, or with ``keep_open`` leaves the stream open (a container still running)."""
 
     def __init__(
-        self, sock: socket.socket, reply: bytes, *, read_stdin: bool = True, keep_open: bool = False
+        self, sock: socket.socket, reply: bytes, *, read_stdin: bool = True, keep_open: bool = False,
+        stdin_length: int | None = None,
     ) -> None:
         super().__init__(daemon=True)
         self.sock, self.reply = sock, reply
         self.read_stdin, self.keep_open = read_stdin, keep_open
+        self.stdin_length = stdin_length
         self.stdin = bytearray()
 
     def run(self) -> None:
-        while self.read_stdin:
+        while self.read_stdin and (self.stdin_length is None or len(self.stdin) < self.stdin_length):
             data = self.sock.recv(65536)
             if not data:  # our half-close
                 break

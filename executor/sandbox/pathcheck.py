@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import stat
 import threading
 from collections.abc import Sequence
@@ -302,6 +303,135 @@ def verify_path_map(client: Any, path_map: PathMap) -> None:
         raise SandboxError(f"wrong {wrong[0].line()}; fix: {fix_for(path_map)}")
 
 
+# --------------------------------------------------------------------------
+# The workspace on the engine's host (remote engines, path_map)
+# --------------------------------------------------------------------------
+
+MARKER_PREFIX = ".hookcage-seen-"
+WORKSPACE_PROBE_LABEL = "hookcage.probe"
+
+
+def engine_is_elsewhere(url: str, path_map: PathMap) -> bool:
+    """Whether the engine may see other files than hookcage at the same paths (pure).
+
+    A ``tcp://`` (``http``/``https``) or ``ssh://`` engine runs on a host of
+    its own, maybe another machine; a map in force says hookcage's paths are
+    not the engine's. A local unix socket without a map shares hookcage's
+    file system.
+    """
+    remote = ("tcp://", "http://", "https://", "ssh://", "http+docker://ssh")
+    return url.startswith(remote) or path_map.active
+
+
+@dataclass(frozen=True)
+class WorkspaceCheck:
+    """Whether the engine's host has the workspace at the path hooks mount it from."""
+
+    workspace: str
+    url: str
+    ok: bool | None
+    """None: not checked (``detail`` says why)."""
+    detail: str
+
+    def line(self) -> str:
+        return f"workspace {self.workspace} on the engine at {self.url}: {self.detail}"
+
+
+WORKSPACE_FIX = ("run hookcage on the engine's host, or share the workspace with the engine's host at the same "
+                 "path (or map it: HOOKCAGE_PATH_MAP)")
+
+
+def check_workspace(sandbox: Any, workspace: str, url: str, *, image: str | None = None,
+                    labels: dict[str, str] | None = None) -> WorkspaceCheck:
+    """Write a marker file in ``workspace`` and look for it from a container that mounts it as hooks do.
+
+    The marker (a hidden file, random name and content, made with
+    ``O_EXCL``) is removed right after. The container is ``sandbox``'s own
+    kind (same image, runtime, user, path map), network-less, with the
+    workspace bound read-only as a hook's: the engine sees the same file
+    with the same content, or it mounts another directory (or none).
+
+    Raises:
+        SandboxUnavailable: the engine or the image is missing.
+    """
+    from executor.sandbox import orphans
+
+    real = os.path.realpath(workspace)
+    name = MARKER_PREFIX + secrets.token_hex(8)
+    content = secrets.token_hex(16)
+    marker = os.path.join(real, name)
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        return WorkspaceCheck(workspace, url, None, f"not checked: cannot write a marker file there ({exc.strerror})")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(content)
+        os.chmod(marker, 0o644)  # not narrowed by the umask: the probe's user reads it
+        request = RunRequest(
+            command=f"cat -- ./{name}", cwd=real, project_dir=real, timeout=PROBE_TIMEOUT,
+            options=SandboxOptions(workspace="ro", image=image),
+            labels={**(labels or {}), orphans.OWNER_LABEL: orphans.owner_value(), WORKSPACE_PROBE_LABEL: "workspace"},
+            warm=False, output_cap=4096,
+        )
+        try:
+            result = sandbox.run(request)
+        except SandboxUnavailable:
+            raise
+        except SandboxError as exc:
+            return WorkspaceCheck(workspace, url, False, f"the engine cannot mount it ({exc})")
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(marker)
+    if result.stdout.decode("utf-8", "replace") == content:
+        return WorkspaceCheck(workspace, url, True, "same directory (a marker file written here is seen there)")
+    if result.timed_out or result.oom_killed:
+        raise SandboxUnavailable(f"the workspace probe gave no answer ({'timed out' if result.timed_out else 'OOM'})")
+    said = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    if result.exit_code != 0 and not any("No such file" in line or "can't open" in line for line in said):
+        # Not the marker's absence: the image has no cat, the container could not start...
+        raise SandboxUnavailable(
+            f"the workspace probe failed (exit {result.exit_code}" + (f": {said[-1][:200]})" if said else ")"))
+    return WorkspaceCheck(workspace, url, False,
+                          "the engine sees no such directory there (a marker file written here is not in it)")
+
+
+_workspaces: dict[tuple[str, str, int, int], WorkspaceCheck] = {}
+_workspaces_lock = threading.Lock()
+
+
+def verify_workspace(sandbox: Any, request: RunRequest, url: str, path_map: PathMap) -> None:
+    """Refuse a run whose workspace the engine's host does not have (checked once per process and workspace).
+
+    Only for an engine elsewhere (:func:`engine_is_elsewhere`) and a run that
+    mounts its workspace; the probe itself is not checked. Not checkable (a
+    workspace hookcage cannot write to): logged, the run goes on.
+
+    Raises:
+        SandboxError: the engine would mount another directory, or none (one line, with the fix).
+        SandboxUnavailable: the engine or the image is missing.
+    """
+    if request.options.workspace == "none" or WORKSPACE_PROBE_LABEL in request.labels:
+        return
+    if not engine_is_elsewhere(url, path_map):
+        return
+    try:
+        st = os.stat(request.project_dir)
+    except OSError:
+        return  # the run refuses a missing workspace itself
+    key = (url, os.path.realpath(request.project_dir), st.st_dev, st.st_ino)
+    with _workspaces_lock:
+        check = _workspaces.get(key)
+        if check is None:
+            check = check_workspace(sandbox, request.project_dir, url, image=request.options.image,
+                                    labels=dict(request.labels))
+            _workspaces[key] = check
+            if check.ok is None:
+                logger.warning("%s", check.line())
+    if check.ok is False:
+        raise SandboxError(f"{check.line()}; {WORKSPACE_FIX}")
+
+
 def refuse_wrong_home_mapping(home: Path, path_map_setting: dict[str, str] | None) -> None:
     """What ``hookcage serve`` checks when it starts: the map in force carries its home rightly.
 
@@ -340,11 +470,16 @@ def refuse_wrong_home_mapping(home: Path, path_map_setting: dict[str, str] | Non
 
 
 __all__ = [
+    "WORKSPACE_FIX",
     "MappingCheck",
     "Seen",
+    "WorkspaceCheck",
     "check_path_map",
+    "check_workspace",
     "compare",
+    "engine_is_elsewhere",
     "fix_for",
     "refuse_wrong_home_mapping",
     "seen_here",
+    "verify_workspace",
 ]

@@ -16,11 +16,14 @@ How a warm run works:
 3. ``run`` takes a ready container of the request's key (never waiting: with
    none ready it runs cold and the pool refills behind it), writes the
    reviewed bytes of any overlays into the container's own read-only
-   overlay files, and sends the job (``encode_job``) followed by the hook's
-   stdin, then end-of-input.
+   overlay files, and sends the job (``encode_job``, which counts the bytes
+   of stdin) followed by the hook's stdin. The connection's write side is
+   never shut down: the hook's end-of-input comes from the count (``head
+   -c``), so the same framing works over TLS, where a half-close may not get
+   through to the engine.
 4. The bootstrap checks its overlays are still in place, ``cd``s, prints an
    acknowledgement line on stdout and runs ``/bin/sh -c COMMAND`` through
-   ``env NAME=VALUE ...`` with the rest of stdin. When it exits, the
+   ``env NAME=VALUE ...`` with the counted bytes of stdin. When it exits, the
    bootstrap kills every other process left in the container (as the end
    of a cold run's init does), then prints an end marker with the job's
    nonce, the exit status and the cgroup's OOM-kill count on stdout AND
@@ -85,6 +88,7 @@ import secrets
 import select
 import shutil
 import socket
+import ssl
 import tempfile
 import threading
 import time
@@ -109,12 +113,12 @@ from executor.sandbox.docker import (
     CappedBuffer,
     DockerSandbox,
     FrameState,
+    buffered,
     close_attached,
     container_args,
     demux_frames,
     engine_url,
     map_engine_error,
-    over_tls,
     pump_frames,
     raw_socket,
     remove_container_quietly,
@@ -150,6 +154,7 @@ has a spare: starting a container costs the engine (and, on a small machine, the
 CPU) what the running hook needs."""
 
 _READ_CHUNK = 256 * 1024
+_WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _WRITE_CHUNK = 64 * 1024
 
 
@@ -167,7 +172,11 @@ def pump_job(
     *,
     until_eof: bool = False,
 ) -> JobEnd:
-    """Send ``data`` (the job and the hook's stdin) then half-close, reading the output.
+    """Send ``data`` (the job and the hook's stdin), reading the output.
+
+    The write side stays open: the job counts its stdin (the bootstrap gives
+    the hook exactly that many bytes), so no half-close is needed, and none is
+    made (under TLS it may not reach the engine: see ``encode_job``).
 
     Like the cold path's ``pump``, but the run is over as soon as ``reader``
     has both end markers: no wait for the stream to end. With ``until_eof``
@@ -192,7 +201,7 @@ def pump_job(
             stderr.add(piece)
         return reader.done and not until_eof
 
-    end = pump_frames(sock, data, deadline, take)
+    end = pump_frames(sock, data, deadline, take, end_input=False)
     if end == "stopped":
         return "done"
     if end == "deadline":
@@ -216,12 +225,13 @@ def await_ready(sock: socket.socket, deadline: float) -> bool:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
-        readable, _, _ = select.select([sock], [], [], remaining)
-        if not readable:
-            continue
+        if not buffered(sock):
+            readable, _, _ = select.select([sock], [], [], remaining)
+            if not readable:
+                continue
         try:
             chunk = sock.recv(len(READY_LINE) + FRAME_HEADER_SIZE - len(seen))
-        except BlockingIOError:
+        except _WOULD_BLOCK:  # over TLS: a record not complete yet, or one with no data (a ticket)
             continue
         if not chunk:
             return False
@@ -363,6 +373,7 @@ class PooledDockerSandbox(DockerSandbox):
         """``run``, and which way it went: ``warm``, ``cold`` (no spare ready)
         or ``fallback`` (the spare was dead or refused before the hook ran;
         the run went cold)."""
+        self.verify_workspace(request)  # a remote engine has the workspace, or nothing runs
         plan = self._plan_run(request) if request.warm else None
         if plan is None:
             return self._cold(request), "cold"
@@ -439,8 +450,6 @@ class PooledDockerSandbox(DockerSandbox):
         """
         self.client  # noqa: B018 -- first: where the engine sees hookcage's paths (path_map) is known
         create, host = container_args(self.profile, request, name="hookcage-key", now=time.time())
-        if over_tls(self.client):
-            return None  # the pool reads its streams as plain sockets: over TLS every run is cold
         targets = tuple(sorted(os.path.normpath(t) for t in request.overlays))
         executable = _executable_targets(request.overlays)
         key = _pool_key(create, host, targets, executable)
@@ -489,7 +498,7 @@ class PooledDockerSandbox(DockerSandbox):
             nonce = secrets.token_hex(NONCE_BYTES)
             # The command the cold path runs: it ends its container by itself past its timeout.
             job = encode_job(nonce, create["working_dir"], self_ending(request.command, request.timeout),
-                             create["environment"])
+                             create["environment"], len(request.stdin))
             reader = JobReader(nonce)
             stdout = CappedBuffer(request.output_cap)
             stderr = CappedBuffer(request.output_cap)
@@ -651,9 +660,11 @@ class PooledDockerSandbox(DockerSandbox):
                     # be running): the next `hookcage serve` or `gc` removes them at once.
                     orphans.OWNER_LABEL: orphans.owner_value(),
                 }
-                # The bootstrap waits in the container while the hook runs: one
-                # more process, so that the hook's own budget is the cold one.
-                host["pids_limit"] += 1
+                # The bootstrap waits in the container while the hook runs, and
+                # `head` feeds the hook's stdin (from a subshell that exits at
+                # once): three more processes, so that the hook's own budget is
+                # the cold one.
+                host["pids_limit"] += 3
                 created = client.create_container(
                     host_config=client.create_host_config(**host), **args
                 )
@@ -874,9 +885,20 @@ def _alive(handle: _Handle) -> bool:
         return False
     try:
         readable, _, _ = select.select([handle.sock], [], [], 0)
+        if not readable and not buffered(handle.sock):
+            return True
+        if not isinstance(handle.sock, ssl.SSLSocket):
+            return False
+        # Over TLS the socket also turns readable for records with no data in
+        # them (a session ticket): alive if reading finds none; any data or
+        # the end means it is not waiting any more.
+        handle.sock.setblocking(False)
+        handle.sock.recv(1)
+    except _WOULD_BLOCK:
+        return True
     except (OSError, ValueError):
         return False
-    return not readable
+    return False
 
 
 def _await_end(sock: socket.socket, deadline: float) -> None:
@@ -884,13 +906,14 @@ def _await_end(sock: socket.socket, deadline: float) -> None:
     try:
         sock.setblocking(False)
         while (remaining := deadline - time.monotonic()) > 0:
-            readable, _, _ = select.select([sock], [], [], remaining)
-            if not readable:
-                continue
+            if not buffered(sock):
+                readable, _, _ = select.select([sock], [], [], remaining)
+                if not readable:
+                    continue
             try:
                 if not sock.recv(_READ_CHUNK):
                     return
-            except BlockingIOError:
+            except _WOULD_BLOCK:
                 continue
     except (OSError, ValueError):
         return  # closed or reset: over either way

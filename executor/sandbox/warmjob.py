@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from executor.sandbox.conventions import STDERR
 
-JOB_TAG = "hookcage-job/1"
+JOB_TAG = "hookcage-job/2"
 READY_LINE = b"hookcage-ready\n"
 """What the bootstrap prints on stdout once its idle watchdog is armed."""
 ACK_PREFIX = b"hookcage-job "
@@ -26,7 +26,7 @@ END_PREFIX = b"hookcage-end "
 
 BOOTSTRAP = r"""
 unset _hc_idle _hc_l _hc_n _hc_v _hc_i _hc_e _hc_t _hc_k _hc_x _hc_mp _hc_ok
-unset _hc_nonce _hc_nenv _hc_d _hc_c _hc_rc _hc_oom _hc_f _hc_o _hc_ov
+unset _hc_nonce _hc_nenv _hc_nin _hc_d _hc_c _hc_rc _hc_oom _hc_f _hc_o _hc_ov
 _hc_o=${OLDPWD+set}
 _hc_ov=${OLDPWD-}
 _hc_idle=$1
@@ -37,11 +37,14 @@ if command -v timeout >/dev/null 2>&1; then
 else
     IFS= read -r _hc_l
 fi
-[ "$_hc_l" = hookcage-job/1 ] || exit 0
+[ "$_hc_l" = hookcage-job/2 ] || exit 0
 IFS= read -r _hc_nonce || exit 0
 IFS= read -r _hc_nenv || exit 0
+IFS= read -r _hc_nin || exit 0
 case $_hc_nonce in '' | *[!0-9a-f]*) exit 0 ;; esac
 case $_hc_nenv in '' | *[!0-9]*) exit 0 ;; esac
+case $_hc_nin in '' | *[!0-9]*) exit 0 ;; esac
+if [ "$_hc_nin" != 0 ]; then command -v head >/dev/null 2>&1 || exit 0; fi
 _hc_field() {
     IFS= read -r _hc_n || exit 0
     case $_hc_n in '' | *[!0-9]*) exit 0 ;; esac
@@ -83,9 +86,13 @@ cd -P -- "$_hc_d" 2>/dev/null || exit 0
 if [ -n "$_hc_o" ]; then OLDPWD=$_hc_ov; else unset OLDPWD; fi
 unset SHLVL
 printf 'hookcage-job %s\n' "$_hc_nonce"
-env -- "$@" /bin/sh -c "$_hc_c"
+if [ "$_hc_nin" = 0 ]; then
+    : | env -- "$@" /bin/sh -c "$_hc_c"
+else
+    (exec 3<&0; head -c "$_hc_nin" <&3 3<&- &) | env -- "$@" /bin/sh -c "$_hc_c"
+fi
 _hc_rc=$?
-if [ "$PPID" = 1 ] && read -r _hc_x </proc/1/comm && [ "$_hc_x" = docker-init ]; then
+if [ "$PPID" = 1 ] && read -r _hc_x </proc/1/comm && { [ "$_hc_x" = docker-init ] || [ "$_hc_x" = podman-init ]; }; then
     kill -9 -1 2>/dev/null
 fi
 _hc_oom=-
@@ -112,6 +119,19 @@ a child (``read`` reads byte by byte: nothing past the line is consumed);
 nothing is ever signalled or waited for with the ``wait`` builtin, which
 dash can miss a child's exit in.
 
+The hook's stdin is exactly the bytes the job header counts, sent right after the
+job: ``head -c N`` (coreutils and busybox) copies them into a pipe and ends
+it, so the hook sees end-of-input without the stream itself ever ending
+(over TLS the client cannot half-close its side of the engine's attach
+connection reliably; the framing never needs it). ``head`` runs in the
+background of a subshell that exits at once: the bootstrap waits for the
+hook only, not for a ``head`` stuck writing to a pipe that a hook's
+background child holds open and never reads; the ``kill -9 -1`` after the
+hook takes it. No stdin: the hook's is an empty pipe (``: |``), as a cold
+run's is. An image without
+``head`` takes a job with stdin no further than its header (no
+acknowledgement: the run goes cold).
+
 Every variable it sets is unset first (had the image's environment one, it
 would be exported) and none is exported: the hook's environment is the
 container's (what the cold path gives, minus the request's part) plus the
@@ -123,7 +143,7 @@ a cold run has.
 After the hook, ``kill -9 -1`` (every process of the container's user but
 pid 1 and itself; dash's ``kill`` takes ``-s KILL -1``'s ``-1`` for an
 option and kills nothing) does what a cold run's end does to leftovers; it runs only
-when pid 1 is ``docker-init`` and the bootstrap's parent, i.e. in the
+when pid 1 is ``docker-init`` (Podman's: ``podman-init``) and the bootstrap's parent, i.e. in the
 container's own pid namespace. Never run this script anywhere else."""
 
 
@@ -148,24 +168,29 @@ def _field(value: str) -> bytes:
     return str(len(lines)).encode() + b"\n" + b"".join(line + b"\n" for line in lines)
 
 
-def encode_job(nonce: str, cwd: str, command: str, env: Mapping[str, str]) -> bytes:
-    """The bytes that hand one job to the bootstrap (sent before the hook's stdin).
+def encode_job(nonce: str, cwd: str, command: str, env: Mapping[str, str], stdin_length: int = 0) -> bytes:
+    """The bytes that hand one job to the bootstrap (sent right before the hook's stdin).
 
-    Three header lines (``hookcage-job/1``, the nonce, the number of
-    environment entries), then fields: the working directory, the command,
+    Four header lines (``hookcage-job/2``, the nonce, the number of
+    environment entries, the length in bytes of the hook's stdin that
+    follows the job), then fields: the working directory, the command,
     then the ``NAME=VALUE`` entries. A field is its number of lines and
     those lines: ``read -r`` takes them back without any decoding, and no
-    value is ever part of the script's text.
+    value is ever part of the script's text. The hook's stdin is sent
+    right after these bytes; nothing after it is ever read.
 
     Raises:
-        ValueError: a nonce that is not lowercase hex, or a NUL byte anywhere.
+        ValueError: a nonce that is not lowercase hex, a NUL byte anywhere, or
+            a negative stdin length.
     """
+    if stdin_length < 0:
+        raise ValueError("the stdin length cannot be negative")
     if not re.fullmatch(r"[0-9a-f]{8,64}", nonce):
         raise ValueError("the nonce must be 8 to 64 lowercase hex digits")
     entries = [f"{name}={value}" for name, value in env.items()]
     if any("\0" in text for text in (cwd, command, *entries)):
         raise ValueError("a job field holds a NUL byte")
-    header = f"{JOB_TAG}\n{nonce}\n{len(entries)}\n".encode()
+    header = f"{JOB_TAG}\n{nonce}\n{len(entries)}\n{stdin_length}\n".encode()
     return header + b"".join(_field(text) for text in (cwd, command, *entries))
 
 

@@ -7,7 +7,7 @@ configured only by the variables a GitLab job sets: ``DOCKER_HOST``,
 ``key.pem``). The recipe itself (docs/ci/gitlab-ci.yml) runs over it in
 test_ci_recipes.py; here the backend's own cases: stdin end-of-input and large
 streams through TLS, a hook that leaves its stdin unread, a timeout, the pool
-going cold, and every way the TLS set-up can be wrong (one clean line each,
+serving warm runs, and every way the TLS set-up can be wrong (one clean line each,
 nothing reaching the engine).
 """
 
@@ -115,17 +115,22 @@ def test_a_timeout_over_tls_kills_and_removes_the_container(
     assert session_containers(docker_api) == []
 
 
-def test_the_pool_goes_cold_over_tls_with_the_same_answers(
+def test_the_pool_is_warm_over_tls_with_the_same_answers(
     tls_env: dict[str, str], runner_image: str, workspace: Path, docker_api: Any
 ) -> None:
-    """The warm pool reads its streams as plain sockets; over TLS every run is cold, never wrong."""
+    """The warm job counts its stdin (no half-close needed) and the pool reads TLS streams:
+    over TLS the runs are warm, with the cold path's answers."""
     client = default_client(environ=tls_env)
     assert over_tls(client)
     with PooledDockerSandbox(client=client, image=runner_image, labels=LABELS, idle_timeout=60) as pool:
-        assert pool.prewarm(request("true", workspace), wait=3) is False
-        results = [pool.run_with_path(request("cat; echo $((6*7))", workspace, stdin=b"in\n")) for _ in range(3)]
-        assert [(r.exit_code, r.stdout, path) for r, path in results] == [(0, b"in\n42\n", "cold")] * 3
-        assert pool.spares() == [] and pool.stats().warm == 0
+        req = request("cat; echo $((6*7))", workspace, stdin=b"in\n")
+        assert pool.prewarm(req, wait=60)
+        results = []
+        for _ in range(3):
+            assert pool.prewarm(req, wait=60)
+            results.append(pool.run_with_path(req))
+        assert [(r.exit_code, r.stdout, path) for r, path in results] == [(0, b"in\n42\n", "warm")] * 3
+        assert pool.stats().warm == 3
     assert session_containers(docker_api) == []
 
 

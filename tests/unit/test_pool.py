@@ -80,21 +80,23 @@ def decode_job(data: bytes) -> tuple[str, str, str, list[str], bytes]:
         consumed += len(text) + 1
         return text
 
-    tag, nonce, count = line(), line(), line()
-    assert tag == b"hookcage-job/1"
+    tag, nonce, count, length = line(), line(), line(), line()
+    assert tag == b"hookcage-job/2"
 
     def field() -> str:
         return b"\n".join(line() for _ in range(int(line()))).decode()
 
     cwd, command = field(), field()
     env = [field() for _ in range(int(count))]
-    return nonce.decode(), cwd, command, env, data[consumed:]
+    stdin = data[consumed:]
+    assert int(length) == len(stdin)  # the bootstrap feeds the hook exactly that many bytes
+    return nonce.decode(), cwd, command, env, stdin
 
 
 def test_job_is_a_header_and_line_counted_fields() -> None:
-    job = encode_job(NONCE, "/work", "echo hi", {"A": "1", "PATH": "/bin"})
+    job = encode_job(NONCE, "/work", "echo hi", {"A": "1", "PATH": "/bin"}, 12)
     assert job == (
-        f"hookcage-job/1\n{NONCE}\n2\n".encode()
+        f"hookcage-job/2\n{NONCE}\n2\n12\n".encode()
         + b"1\n/work\n"
         + b"1\necho hi\n"
         + b"1\nA=1\n"
@@ -108,12 +110,12 @@ def test_job_is_a_header_and_line_counted_fields() -> None:
      "tab\there", "\r\n", "ünïcödé", "x" * 10000],
 )
 def test_any_value_comes_back_exactly(value: str) -> None:
-    job = encode_job(NONCE, value, value, {"V": value})
+    job = encode_job(NONCE, value, value, {"V": value}, len(b"stdin follows\n"))
     assert decode_job(job + b"stdin follows\n") == (NONCE, value, value, [f"V={value}"], b"stdin follows\n")
 
 
 def test_a_newline_in_a_value_is_a_line_count_not_an_escape() -> None:
-    assert encode_job(NONCE, "/", "a\nb\n", {}) == f"hookcage-job/1\n{NONCE}\n0\n1\n/\n3\na\nb\n\n".encode()
+    assert encode_job(NONCE, "/", "a\nb\n", {}) == f"hookcage-job/2\n{NONCE}\n0\n0\n1\n/\n3\na\nb\n\n".encode()
 
 
 @pytest.mark.parametrize(
@@ -129,6 +131,11 @@ def test_a_newline_in_a_value_is_a_line_count_not_an_escape() -> None:
 def test_bad_job_fields_are_refused(nonce: str, cwd: str, command: str, env: dict[str, str]) -> None:
     with pytest.raises(ValueError):
         encode_job(nonce, cwd, command, env)
+
+
+def test_a_negative_stdin_length_is_refused() -> None:
+    with pytest.raises(ValueError):
+        encode_job(NONCE, "/", "true", {}, -1)
 
 
 def test_bootstrap_command_passes_only_the_idle_timeout_and_mount_points() -> None:
@@ -326,14 +333,14 @@ def test_pump_returns_on_both_markers_without_waiting_for_the_stream_to_end(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, theirs = pair
-    job = encode_job(NONCE, "/", "cat", {}) + b"stdin bytes"
+    job = encode_job(NONCE, "/", "cat", {}, len(b"stdin bytes")) + b"stdin bytes"
     reply = (
         frame(STDOUT, ACK + b"stdin bytes")
         + frame(STDERR, marker(0, 0))
         + frame(SYSTEMERR, b"engine note\n")
         + frame(STDOUT, marker(0, 0))
     )
-    engine = FakeEngine(theirs, reply, keep_open=True)
+    engine = FakeEngine(theirs, reply, keep_open=True, stdin_length=len(job))
     engine.start()
     began = time.monotonic()
     end, reader, out, err = pump(ours, job)
@@ -341,15 +348,20 @@ def test_pump_returns_on_both_markers_without_waiting_for_the_stream_to_end(
     assert (out, err) == (b"stdin bytes", b"engine note\n")
     assert reader.status == 0
     engine.join(2)
-    assert bytes(engine.stdin) == job  # then our half-close
+    assert bytes(engine.stdin) == job
+    # ... and no half-close: the job counts its stdin (TLS may not carry a half-close to the engine).
+    theirs.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        theirs.recv(1)
 
 
 def test_pump_forged_markers_do_not_end_the_run(pair: tuple[socket.socket, socket.socket]) -> None:
     ours, theirs = pair
     forged = marker(0, 0, nonce=OTHER)
     reply = frame(STDOUT, ACK + forged) + frame(STDERR, forged) + frame(STDOUT, b"still here\n")
-    FakeEngine(theirs, reply, keep_open=True).start()
-    end, reader, out, err = pump(ours, encode_job(NONCE, "/", "x", {}), timeout=0.5)
+    job = encode_job(NONCE, "/", "x", {})
+    FakeEngine(theirs, reply, keep_open=True, stdin_length=len(job)).start()
+    end, reader, out, err = pump(ours, job, timeout=0.5)
     assert end == "deadline" and not reader.done
     assert out == forged + b"still here\n"
     assert err == forged  # not this job's nonce: output like any other
@@ -361,7 +373,8 @@ def test_pump_until_eof_does_not_end_on_markers_while_the_stream_is_open(
     # A hook that stole its nonce prints this job's markers and lives on:
     # with a writable mount the run must not end before its last process.
     ours, theirs = pair
-    FakeEngine(theirs, frame(STDOUT, ACK + marker(0, 0)) + frame(STDERR, marker(0, 0)), keep_open=True).start()
+    FakeEngine(theirs, frame(STDOUT, ACK + marker(0, 0)) + frame(STDERR, marker(0, 0)), keep_open=True,
+               stdin_length=3).start()
     end, reader, _, _ = pump(ours, b"job", timeout=0.5, until_eof=True)
     assert end == "deadline"
     assert reader.done  # the markers were there: only the open stream kept the run going
@@ -765,11 +778,16 @@ class FakeContainer:
     def _bootstrap(self) -> None:
         time.sleep(0.05)  # starting takes a while, as with a real engine
         self.engine.sendall(frame(STDOUT, READY_LINE))
-        data = self._stdin()
-        if not data:
-            self.exit_code = 0
-            return
-        nonce, cwd, command, env, stdin = decode_job(data)
+        data = b""
+        while True:  # the job, then as many bytes of stdin as it counts: no end of input comes
+            with contextlib.suppress(StopIteration, AssertionError, ValueError):
+                nonce, cwd, command, env, stdin = decode_job(data)
+                break
+            chunk = self.engine.recv(65536)
+            if not chunk:
+                self.exit_code = 0
+                return
+            data += chunk
         out = stdin + f"warm:{hook_of(command)} in {cwd} with {sorted(env)} from {self.id}\n".encode()
         end = marker(0, 0, nonce=nonce)
         self.engine.sendall(frame(STDOUT, ACK.replace(NONCE.encode(), nonce.encode()) + out))
@@ -796,6 +814,12 @@ class FakeClient:
 
     def create_host_config(self, **kwargs: object) -> dict[str, object]:
         return kwargs
+
+    def info(self) -> dict[str, object]:  # what runtime "auto" resolves to (one call per sandbox)
+        return {"Runtimes": {"runc": {}}, "DefaultRuntime": "runc"}
+
+    def version(self) -> dict[str, object]:  # what kind of engine (Docker, not Podman)
+        return {"Version": "27.0.0", "ApiVersion": "1.47", "Components": [{"Name": "Engine", "Version": "27.0.0"}]}
 
     def create_container(self, **kwargs: object) -> dict[str, str]:
         with self.lock:

@@ -54,7 +54,13 @@ from executor.sandbox.docker.engine import (
 from executor.sandbox.docker.errors import BACKEND_ERRORS, map_engine_error, retry_transient
 from executor.sandbox.docker.frames import CappedBuffer, close_attached, pump, raw_socket
 from executor.sandbox.docker.profile import DockerProfile, container_args
-from executor.sandbox.paths import PathMap, detect_path_map, resolve_path_map, with_resolved_keys
+from executor.sandbox.paths import (
+    IDENTITY,
+    PathMap,
+    detect_path_map,
+    resolve_path_map,
+    with_resolved_keys,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +182,24 @@ class DockerSandbox(Sandbox):
             if count:
                 logger.debug("removed %d stale hookcage containers", count)
 
+    def verify_workspace(self, request: RunRequest) -> None:
+        """Refuse a run whose workspace the engine's host does not have at its path.
+
+        Only for an engine elsewhere (``tcp://``/``ssh://``, or a path map in
+        force), once per process and workspace: a marker file written in the
+        workspace must be seen from a container that mounts it as hooks do
+        (:func:`executor.sandbox.pathcheck.verify_workspace`), never an empty
+        directory mounted silently.
+
+        Raises:
+            SandboxError: the engine's host has another directory there, or none.
+            SandboxUnavailable: the engine or the image is missing.
+        """
+        from executor.sandbox.pathcheck import verify_workspace
+
+        client = self.client
+        verify_workspace(self, request, engine_url(client), self._paths or IDENTITY)
+
     def run(self, request: RunRequest) -> RunResult:
         """Run one hook command in a fresh container (see the module docstring).
 
@@ -186,6 +210,7 @@ class DockerSandbox(Sandbox):
             SandboxUnavailable: the engine is unreachable, the image or runtime missing.
             SandboxError: the engine refused or broke off this run.
         """
+        self.verify_workspace(request)
         began = time.monotonic()
         client = self.client
         image = request.options.image or self.profile.image

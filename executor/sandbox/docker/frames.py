@@ -169,6 +169,8 @@ def pump_frames(
     data: bytes,
     deadline: float,
     take: Callable[[int, memoryview], bool],
+    *,
+    end_input: bool = True,
 ) -> PumpEnd:
     """Write ``data`` then half-close, while handing each demultiplexed piece to ``take``.
 
@@ -178,6 +180,9 @@ def pump_frames(
         deadline: ``time.monotonic()`` value at which to give up.
         take: gets ``(stream, piece)`` for each piece; returns True to stop
             reading now (the caller has what it needs).
+        end_input: half-close once ``data`` is sent (the hook's end of stdin);
+            False leaves the write side open (the warm pool's job counts its
+            stdin, and a half-close under TLS may not reach the engine).
 
     Returns:
         ``"eof"`` (the stream ended), ``"deadline"`` or ``"stopped"`` (``take`` said so).
@@ -188,7 +193,7 @@ def pump_frames(
     """
     sock.setblocking(False)
     pending = memoryview(data)
-    if not pending:
+    if not pending and end_input:
         half_close(sock)
     state = FrameState()
     with selectors.DefaultSelector() as selector:
@@ -211,7 +216,8 @@ def pump_frames(
                     sent = len(pending)  # the hook exited without reading it all
                 pending = pending[sent:]
                 if not pending:
-                    half_close(sock)
+                    if end_input:
+                        half_close(sock)
                     key = selector.modify(key.fileobj, selectors.EVENT_READ)
             if mask & selectors.EVENT_READ:
                 try:
