@@ -466,7 +466,9 @@ def _asks_for(hook: Any, subject: Any) -> str:
             else "no capabilities (may deny, block, ask, add context)")
     box = hook.sandbox
     widening = []
-    if box.backend == "host":
+    from executor.sandbox.registry import backend
+
+    if not backend(box.backend).contained:
         widening.append("runs on the host, not sandboxed")
     if box.image:
         widening.append(f"image {_field(box.image)}")
@@ -854,7 +856,7 @@ def run(image: str | None, workspace: str, network: str, mounts: Sequence[str], 
     stdin = b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read(MAX_PAYLOAD)
     request = RunRequest(command=line, stdin=stdin, cwd=cwd, env=env, timeout=timeout,
                          project_dir=str(root), options=options, output_cap=settings.output_cap)
-    with default_sandbox_factory("docker", settings) as sandbox:
+    with default_sandbox_factory(options.backend, settings) as sandbox:
         result = sandbox.run(request)
     sys.stdout.buffer.write(result.stdout)
     sys.stderr.buffer.write(result.stderr)
@@ -925,8 +927,8 @@ def doctor() -> None:
     Example:
         hookcage doctor
     """
-    from executor.sandbox.docker import default_client, engine_info
-    from executor.sandbox.images import RUNNER_IMAGE, image_exists, runner_image_current
+    from executor.sandbox.docker.doctor import engine_of
+    from executor.sandbox.registry import Probe, backends
     from executor.settings import load_settings
 
     settings = load_settings()
@@ -939,80 +941,24 @@ def doctor() -> None:
 
     report(True, f"hookcage {__version__}, home {settings.home}")
     _doctor_agents(report, settings.home)
-    try:
-        client = default_client()
-        info = engine_info(client)
-    except HookcageError as exc:
-        report(False, f"Docker engine: {exc}", "start Docker (systemctl start docker) or set DOCKER_HOST")
-        raise CliExit(1) from None
-    report(True, f"Docker engine {info['version']} (API {info['api_version']}), {info['os']}, kernel {info['kernel']}")
-    image_name = settings.image or RUNNER_IMAGE
-    present = image_exists(client, image_name)
-    report(present, f"image {image_name} present", "hookcage image build")
-    if present and image_name == RUNNER_IMAGE:
-        # An image built from older inputs lacks what hooks now expect (node, uv, ruff...).
-        report(runner_image_current(client), f"image {image_name} built from this version's recipe",
-               "hookcage image build (rebuilds what changed)")
-    report(info["memory_limit"], "memory limits enforced", "enable the memory cgroup controller")
-    report(info["swap_limit"] or info["cgroup_version"] == "2", "swap limits enforced (no swap for hooks)",
-           "boot with swapaccount=1, or use cgroup v2")
-    report(info["pids_limit"], "pids limits enforced (fork bombs stop)", "enable the pids cgroup controller")
-    report(info["cpu_limit"], "CPU limits enforced", "enable CFS quota in the cpu cgroup controller")
-    click.echo(f"[..] cgroup v{info['cgroup_version'] or '?'} ({info['cgroup_driver']}), runtimes: "
-               f"{', '.join(info['runtimes']) or 'none'} (default {info['default_runtime']})")
+    probe = Probe()  # what the checks share (the engine's client...)
+    for found in backends():  # each backend's checks (executor.sandbox.registry), in order
+        for check_fn in found.checks:
+            for check in check_fn(settings, probe):
+                click.echo("\n".join(check.lines()))
+                problems += check.ok is False
+                if check.stop:
+                    raise CliExit(1)
+    # Still here, to become the docker backend's own check (registry.py): the runtime hooks get.
+    _, info = engine_of(probe)
     if settings.runtime:
         report(settings.runtime in info["runtimes"], f"configured runtime {settings.runtime} available",
                f"install and register {settings.runtime} with the engine, or unset runtime")
     elif "runsc" not in info["runtimes"]:
         click.echo("[..] gVisor (runsc) not installed: optional, it also contains kernel exploits")
-    from executor.sandbox.debootstrap import offline_build_tool
-
-    offline_ready, offline_how = offline_build_tool()
-    report(offline_ready or image_exists(client, image_name),
-           f"image build without a registry: {offline_how}", "install debootstrap with your package manager")
-    _doctor_path_map(report, client, settings)
     click.echo("all good" if not problems else f"{problems} problem(s) found")
     if problems:
         raise CliExit(1)
-
-
-def _doctor_path_map(report: Any, client: Any, settings: Any) -> None:
-    """The path_map section: where the engine sees hookcage's paths; each directory entry probed."""
-    from executor.sandbox import pathcheck
-    from executor.sandbox.images import RUNNER_IMAGE, image_exists
-    from executor.sandbox.paths import Candidates, engine_path, resolve_path_map, with_resolved_keys
-
-    try:
-        path_map = resolve_path_map(settings.path_map, client)
-    except HookcageError as exc:
-        report(False, f"path_map: {exc}", "set HOOKCAGE_PATH_MAP, or start Docker")
-        return
-    if not path_map.active:
-        found = Candidates.of_this_process()
-        note = (" (this process looks containerised, but the engine knows no container of it: "
-                "right when the engine shares hookcage's file system)"
-                if settings.path_map is None and (found.full or found.prefix) else "")
-        click.echo(f"[..] path_map {path_map.describe()}{note}")
-        return
-    click.echo(f"[..] path_map {path_map.describe()}")
-    try:  # staged files, dependency caches and persistent homes are bound from there
-        engine_path(os.path.realpath(settings.home), with_resolved_keys(path_map, os.path.realpath))
-    except HookcageError as exc:
-        report(False, f"hookcage's home {settings.home}: {exc}",
-               "mount the home into hookcage's container (a named volume will do), or add it to HOOKCAGE_PATH_MAP")
-    if not image_exists(client, RUNNER_IMAGE):
-        report(False, f"path_map not checked: the probe needs the image {RUNNER_IMAGE}", "hookcage image build")
-        return
-    try:
-        checks = pathcheck.check_path_map(client, path_map)
-    except HookcageError as exc:
-        report(False, f"path_map not checked: {exc}", "hookcage image build")
-        return
-    for check in checks:
-        if check.ok is None:
-            click.echo(f"[..] {_field(check.line())}")
-        else:
-            report(check.ok, _field(check.line()), pathcheck.fix_for(path_map))
 
 
 def _doctor_agents(report: Any, home: Path) -> None:

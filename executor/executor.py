@@ -75,7 +75,7 @@ from executor.gates.trust import (
     command_words,
 )
 from executor.runlog import append_records, claim_once
-from executor.sandbox import homes, orphans, staging
+from executor.sandbox import homes, orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.depcache import DepCache, RunSetup, package_words, run_setup
 from executor.settings import Settings, load_settings
@@ -200,30 +200,16 @@ def _untrusted_note(details: Sequence[str], root: Path) -> str:
     return text + ("; " + "; ".join(dict.fromkeys(unsafe)) if unsafe else "")
 
 
-def docker_options(settings: Settings) -> dict[str, Any]:
-    """The ``DockerSandbox`` arguments the settings give (the sandbox profile)."""
-    return {
-        "image": settings.image, "runtime": settings.runtime, "memory": settings.memory,
-        "cpus": settings.cpus, "pids": settings.pids, "tmpfs_size": settings.tmpfs_size,
-        "path_map": settings.path_map,
-    }
-
-
 def default_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
-    """Build a backend from the settings (imported lazily: only what is used is loaded).
+    """Build a backend from the settings (:mod:`executor.sandbox.registry`; only what is used is loaded).
 
     The docker backend is cold here (a fresh container per run): a warm pool
     pays off only in a long-lived process (the daemon builds its own).
+
+    Raises:
+        UnknownBackend: no backend is registered as ``backend``.
     """
-    if backend == "host":
-        from executor.sandbox.host import HostSandbox
-
-        return HostSandbox()
-    if backend == "docker":
-        from executor.sandbox.docker import DockerSandbox
-
-        return DockerSandbox(**docker_options(settings))
-    raise SandboxError(f"unknown sandbox backend {backend!r}")
+    return registry.backend(backend).build(settings)
 
 
 class HookExecutor:
@@ -708,7 +694,8 @@ class HookExecutor:
             # Who started it, stamped in the process that runs it (an async hook runs in a forked child).
             labels = {**run.request.labels, orphans.DISPATCH_LABEL: self.token, orphans.OWNER_LABEL: orphans.owner_value()}
             run.request = replace(run.request, labels=labels)
-            self._engine_used = self._engine_used or sandbox.name == "docker"
+            # A sandbox of an engine backend (a test's FakeSandbox is none): abort() asks that engine.
+            self._engine_used = self._engine_used or getattr(registry.find(sandbox.name), "engine", False)
             run.request, run.extras = homes.prepare(run.request, hook_id=hook.id, sandbox=sandbox,
                                                     settings=self.settings, environ=self._environ)
             run.result = sandbox.run(run.request)

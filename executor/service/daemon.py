@@ -84,10 +84,10 @@ from executor.core.hooks import DOCKER_SOCKETS
 from executor.core.protocol import AgentAnswer
 from executor.dialects import DIALECTS, resolve_dialect
 from executor.errors import HookcageError, PayloadError, SandboxError
-from executor.executor import HookExecutor, SandboxFactory, default_sandbox_factory, docker_options
-from executor.sandbox import orphans, staging
-from executor.sandbox.base import RunRequest, RunResult, Sandbox
-from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH, HostSandbox
+from executor.executor import HookExecutor, SandboxFactory
+from executor.sandbox import orphans, registry, staging
+from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
+from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
 from executor.service.metrics import ServiceMetrics, dispatch_outcome
@@ -327,23 +327,15 @@ class _Shared(Sandbox):
 
 
 def pooled_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
-    """The daemon's sandboxes: ``docker`` with a warm pool, the rest as in-process.
+    """The daemon's sandboxes: each backend's ``pooled`` variant (:mod:`executor.sandbox.registry`).
 
-    ``pool_size`` (or ``pool_total``) 0 gives the cold ``DockerSandbox``. The
-    pool's overlay files go next to the executor's own staged files
-    (``$HOOKCAGE_HOME/staging``), where the engine already binds them from.
+    For ``docker``, a warm pool (``pool_size`` or ``pool_total`` 0: the cold
+    ``DockerSandbox``); the rest as in-process.
+
+    Raises:
+        UnknownBackend: no backend is registered as ``backend``.
     """
-    if backend != "docker" or settings.pool_size == 0 or settings.pool_total == 0:
-        return default_sandbox_factory(backend, settings)
-    from executor.sandbox.pool import PooledDockerSandbox
-
-    staging = settings.home / "staging"
-    staging.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return PooledDockerSandbox(
-        pool_size=settings.pool_size, pool_total=settings.pool_total,
-        idle_timeout=settings.pool_idle_timeout, staging_dir=str(staging),
-        **docker_options(settings),
-    )
+    return registry.backend(backend).build_pooled(settings)
 
 
 def sandbox_health(key: tuple[Any, ...], sandbox: Sandbox) -> dict[str, Any]:
@@ -625,8 +617,9 @@ class Daemon:
 
     def _factory_for(self, base_env: Mapping[str, str]) -> SandboxFactory:
         def factory(backend: str, settings: Settings) -> Sandbox:
-            if backend == "host":
-                return HostSandbox(base_env=base_env)
+            per_caller = registry.backend(backend).per_caller
+            if per_caller is not None:  # host: runs with the caller's PATH, HOME and LANG
+                return per_caller(settings, base_env)
             return _Shared(self.shared_sandbox(backend, settings))
 
         return factory
@@ -658,8 +651,7 @@ class Daemon:
     def _containers_alive(self) -> int | None:
         """Running containers this process started (hook runs and pools); None when the engine
         does not answer. No docker sandbox yet: none."""
-        from executor.sandbox.docker import MANAGED_LABEL
-        from executor.sandbox.pool import POOL_LABEL
+        from executor.sandbox.conventions import MANAGED_LABEL, POOL_LABEL
 
         with self._lock:
             engines = [getattr(sandbox, "client", None) for sandbox in self._shared.values()]
@@ -682,13 +674,13 @@ class Daemon:
                 "socket": str(self.socket_path), "sandboxes": self.sandboxes()}
 
     def warm(self) -> None:
-        """Build the docker sandbox for the daemon's own settings now (engine connection, reap),
+        """Build the default backend's sandbox (docker) for the daemon's own settings now (engine connection, reap),
         and remove what killed processes left (staging folders, containers of dead owners)."""
         with contextlib.suppress(OSError):
             if (self.home / staging.STAGING).is_dir() and (count := staging.sweep(self.home / staging.STAGING)):
                 logger.info("removed %d staging folder(s) of processes that are gone", count)
         try:
-            sandbox = self.shared_sandbox("docker", load_settings())
+            sandbox = self.shared_sandbox(SandboxOptions().backend, load_settings())
         except HookcageError as exc:
             logger.warning("no docker sandbox prepared: %s", exc)
             return

@@ -23,6 +23,7 @@ PURE_MODULES = (
     "executor.sandbox.conventions",
     "executor.sandbox.warmjob",
     "executor.sandbox.poolbook",
+    "executor.sandbox.registry",
 )
 
 

@@ -1,0 +1,113 @@
+"""The docker backend's ``hookcage doctor`` checks (registered in :mod:`executor.sandbox.registry`).
+
+Each check is ``(settings, probe) -> checks``; the engine's client and its
+description are made once per doctor run and shared through the probe
+(:func:`engine_of`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from executor.errors import HookcageError
+from executor.sandbox.docker.engine import EngineInfo, default_client, engine_info
+from executor.sandbox.registry import Check, Probe
+
+if TYPE_CHECKING:
+    from executor.settings import Settings
+
+CLIENT = "docker.client"
+INFO = "docker.info"
+ENGINE_FIX = "start Docker (systemctl start docker) or set DOCKER_HOST"
+
+
+def engine_of(probe: Probe) -> tuple[Any, EngineInfo]:
+    """The engine's client and description, made on first use and shared by the doctor's checks.
+
+    Raises:
+        SandboxUnavailable, SandboxError: the engine cannot be reached or described.
+    """
+    client = probe.get(CLIENT, default_client, close=lambda made: made.close())
+    return client, probe.get(INFO, lambda: engine_info(client))
+
+
+def engine_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
+    """The engine answers; the image is there and current; the limits are enforced; its runtimes."""
+    from executor.sandbox.images import RUNNER_IMAGE, image_exists, runner_image_current
+
+    try:
+        client, info = engine_of(probe)
+    except HookcageError as exc:
+        yield Check(f"Docker engine: {exc}", ok=False, fix=ENGINE_FIX, stop=True)
+        return
+    yield Check(f"Docker engine {info['version']} (API {info['api_version']}), {info['os']}, kernel {info['kernel']}",
+                ok=True)
+    image_name = settings.image or RUNNER_IMAGE
+    present = image_exists(client, image_name)
+    yield Check(f"image {image_name} present", ok=present, fix="hookcage image build")
+    if present and image_name == RUNNER_IMAGE:
+        # An image built from older inputs lacks what hooks now expect (node, uv, ruff...).
+        yield Check(f"image {image_name} built from this version's recipe", ok=runner_image_current(client),
+                    fix="hookcage image build (rebuilds what changed)")
+    yield Check("memory limits enforced", ok=info["memory_limit"], fix="enable the memory cgroup controller")
+    yield Check("swap limits enforced (no swap for hooks)", ok=info["swap_limit"] or info["cgroup_version"] == "2",
+                fix="boot with swapaccount=1, or use cgroup v2")
+    yield Check("pids limits enforced (fork bombs stop)", ok=info["pids_limit"],
+                fix="enable the pids cgroup controller")
+    yield Check("CPU limits enforced", ok=info["cpu_limit"], fix="enable CFS quota in the cpu cgroup controller")
+    yield Check(f"cgroup v{info['cgroup_version'] or '?'} ({info['cgroup_driver']}), runtimes: "
+                f"{', '.join(info['runtimes']) or 'none'} (default {info['default_runtime']})")
+
+
+def offline_build_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
+    """Whether the runner image can be built without a registry (debootstrap, installed or fetched)."""
+    from executor.sandbox.debootstrap import offline_build_tool
+    from executor.sandbox.images import RUNNER_IMAGE, image_exists
+
+    client, _ = engine_of(probe)
+    offline_ready, offline_how = offline_build_tool()
+    yield Check(f"image build without a registry: {offline_how}",
+                ok=offline_ready or image_exists(client, settings.image or RUNNER_IMAGE),
+                fix="install debootstrap with your package manager")
+
+
+def path_map_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
+    """The path_map section: where the engine sees hookcage's paths; each directory entry probed."""
+    from executor.core.text import one_line
+    from executor.sandbox import pathcheck
+    from executor.sandbox.images import RUNNER_IMAGE, image_exists
+    from executor.sandbox.paths import Candidates, engine_path, resolve_path_map, with_resolved_keys
+
+    client, _ = engine_of(probe)
+    try:
+        path_map = resolve_path_map(settings.path_map, client)
+    except HookcageError as exc:
+        yield Check(f"path_map: {exc}", ok=False, fix="set HOOKCAGE_PATH_MAP, or start Docker")
+        return
+    if not path_map.active:
+        found = Candidates.of_this_process()
+        note = (" (this process looks containerised, but the engine knows no container of it: "
+                "right when the engine shares hookcage's file system)"
+                if settings.path_map is None and (found.full or found.prefix) else "")
+        yield Check(f"path_map {path_map.describe()}{note}")
+        return
+    yield Check(f"path_map {path_map.describe()}")
+    try:  # staged files, dependency caches and persistent homes are bound from there
+        engine_path(os.path.realpath(settings.home), with_resolved_keys(path_map, os.path.realpath))
+    except HookcageError as exc:
+        yield Check(f"hookcage's home {settings.home}: {exc}", ok=False,
+                    fix="mount the home into hookcage's container (a named volume will do), or add it to "
+                        "HOOKCAGE_PATH_MAP")
+    if not image_exists(client, RUNNER_IMAGE):
+        yield Check(f"path_map not checked: the probe needs the image {RUNNER_IMAGE}", ok=False,
+                    fix="hookcage image build")
+        return
+    try:
+        checks = pathcheck.check_path_map(client, path_map)
+    except HookcageError as exc:
+        yield Check(f"path_map not checked: {exc}", ok=False, fix="hookcage image build")
+        return
+    for check in checks:
+        yield Check(one_line(check.line()), ok=check.ok, fix=pathcheck.fix_for(path_map))
