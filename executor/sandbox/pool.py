@@ -126,6 +126,7 @@ from executor.sandbox.docker import (
     self_ending,
     staged_tree,
 )
+from executor.sandbox.docker.profile import COUNTED_STDIN_PIDS
 from executor.sandbox.poolbook import (
     TAKE_MARGIN,
     Plan,
@@ -663,8 +664,8 @@ class PooledDockerSandbox(DockerSandbox):
                 # The bootstrap waits in the container while the hook runs, and
                 # `head` feeds the hook's stdin (from a subshell that exits at
                 # once): three more processes, so that the hook's own budget is
-                # the cold one.
-                host["pids_limit"] += 3
+                # the cold one (whose counted stdin, over TLS, has as many).
+                host["pids_limit"] += 0 if self.profile.counted_stdin else COUNTED_STDIN_PIDS
                 created = client.create_container(
                     host_config=client.create_host_config(**host), **args
                 )

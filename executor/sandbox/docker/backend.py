@@ -48,6 +48,7 @@ from executor.sandbox.docker.engine import (
     _wait,
     default_client,
     engine_url,
+    over_tls,
     reap,
     remove_container_quietly,
 )
@@ -148,6 +149,9 @@ class DockerSandbox(Sandbox):
         with self._lock:
             if self._client is None:
                 self._client = default_client()
+            if not self.profile.counted_stdin and over_tls(self._client):
+                # A TLS terminator in front of the engine may not carry a half-close: count stdin.
+                self.profile = replace(self.profile, counted_stdin=True)
             if not self._paths_applied:
                 # Once, before any mount is built: where the engine sees hookcage's paths.
                 if self._paths is None:
@@ -231,7 +235,9 @@ class DockerSandbox(Sandbox):
                 step = "stream from"
                 stdout = CappedBuffer(request.output_cap)
                 stderr = CappedBuffer(request.output_cap)
-                ended = pump(sock, request.stdin, deadline, stdout, stderr)
+                # Over TLS the container counts its stdin (profile.counted_stdin): no half-close.
+                ended = pump(sock, request.stdin, deadline, stdout, stderr,
+                             end_input=not self.profile.counted_stdin)
             finally:
                 close_attached(attached)
             step = "wait for"

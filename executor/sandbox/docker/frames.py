@@ -237,7 +237,8 @@ def pump_frames(
 
 
 def pump(
-    sock: socket.socket, stdin: bytes, deadline: float, stdout: CappedBuffer, stderr: CappedBuffer
+    sock: socket.socket, stdin: bytes, deadline: float, stdout: CappedBuffer, stderr: CappedBuffer,
+    *, end_input: bool = True,
 ) -> bool:
     """Write ``stdin`` then half-close, while reading frames into the buffers.
 
@@ -261,7 +262,7 @@ def pump(
         sinks[stream].add(piece)
         return False
 
-    return pump_frames(sock, stdin, deadline, take) == "eof"
+    return pump_frames(sock, stdin, deadline, take, end_input=end_input) == "eof"
 
 
 def close_attached(attached: Any) -> None:

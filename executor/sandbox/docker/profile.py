@@ -54,6 +54,9 @@ class DockerProfile:
     """``uid:gid``; ``None``: decided per run by :func:`default_user`."""
     paths: PathMap = IDENTITY
     """Where the engine sees hookcage's paths (:mod:`executor.sandbox.paths`)."""
+    counted_stdin: bool = False
+    """Give the hook its stdin by count (:func:`counted_stdin`), not by a half-close of the
+    attach connection: over TLS, where a terminator may not carry a half-close to the engine."""
 
 
 def default_user(project_dir: str | None = None) -> str:
@@ -276,6 +279,11 @@ def _environment(request: RunRequest) -> dict[str, str]:
     return env
 
 
+def _script(profile: DockerProfile, request: RunRequest) -> str:
+    script = self_ending(request.command, request.timeout)
+    return counted_stdin(script, len(request.stdin)) if profile.counted_stdin else script
+
+
 def self_ending(command: str, timeout: float) -> str:
     """``command`` as a shell script that ends its own container ``SELF_END_GRACE`` s past ``timeout``.
 
@@ -298,6 +306,32 @@ def self_ending(command: str, timeout: float) -> str:
         f"( (sleep {seconds} && read -r _hc_p </proc/1/comm && [ \"$_hc_p\" = docker-init ] && kill -9 -1)"
         f" </dev/null >/dev/null 2>&1 & ); unset SHLVL _hc_p; exec /bin/sh -c {quoted}"
     )
+
+
+COUNTED_STDIN_PIDS = 3
+"""Processes :func:`counted_stdin` adds while the hook runs: its shell, ``head`` and (briefly) a subshell."""
+
+
+def counted_stdin(script: str, length: int) -> str:
+    """``script`` run with exactly ``length`` bytes of the container's stdin as its stdin, then end-of-input.
+
+    For engines reached through TLS: ending the hook's stdin by half-closing
+    the attach connection works with dockerd (Go reads a TCP end of stream
+    under TLS as the end of input) but a TLS terminator in front of an engine
+    (stunnel, OpenSSL 3) answers it with a fatal alert. ``head -c N``
+    (coreutils, busybox) copies the counted bytes into a pipe and ends it;
+    it runs in the background of a subshell that exits at once, so the
+    shell waits for the hook only (a background child of the hook holding
+    the pipe never hangs the run; the container's end takes ``head``). No
+    stdin: an empty pipe. An image without ``head``: the run fails with one
+    line on stderr rather than giving the hook a silently empty stdin.
+    """
+    quoted = "'" + script.replace("'", "'\"'\"'") + "'"
+    if length == 0:
+        return f": | /bin/sh -c {quoted}"
+    return (f"command -v head >/dev/null 2>&1 || {{ echo 'hookcage: this image has no head(1), which a hook "
+            f"with stdin needs on an engine reached over TLS' >&2; exit 127; }}; "
+            f"(exec 3<&0; head -c {int(length)} <&3 3<&- &) | /bin/sh -c {quoted}")
 
 
 def container_args(
@@ -341,7 +375,7 @@ def container_args(
     }
     create = {
         "image": image,
-        "command": ["/bin/sh", "-c", self_ending(request.command, request.timeout)],
+        "command": ["/bin/sh", "-c", _script(profile, request)],
         "name": name,
         "hostname": profile.hostname,
         "user": profile.user or default_user(request.project_dir),
@@ -358,7 +392,7 @@ def container_args(
         "mounts": mounts,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
-        "pids_limit": pids + SELF_END_PIDS,
+        "pids_limit": pids + SELF_END_PIDS + (COUNTED_STDIN_PIDS if profile.counted_stdin else 0),
         "mem_limit": memory,
         "memswap_limit": memory,
         "nano_cpus": round(cpus * 1e9),
