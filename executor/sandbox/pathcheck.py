@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import stat
 import threading
@@ -334,7 +335,9 @@ class WorkspaceCheck:
     detail: str
 
     def line(self) -> str:
-        return f"workspace {self.workspace} on the engine at {self.url}: {self.detail}"
+        # docker-py's https://HOST:PORT is the tcp://HOST:PORT the user set (DOCKER_HOST).
+        url = re.sub(r"^https?://", "tcp://", self.url)
+        return f"workspace {self.workspace} on the engine at {url}: {self.detail}"
 
 
 WORKSPACE_FIX = ("run hookcage on the engine's host, or share the workspace with the engine's host at the same "

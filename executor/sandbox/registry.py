@@ -271,6 +271,7 @@ register(Backend(
         lazy("executor.sandbox.docker.doctor:engine_checks"),
         lazy("executor.sandbox.docker.doctor:offline_build_checks"),
         lazy("executor.sandbox.docker.doctor:path_map_checks"),
+        lazy("executor.sandbox.docker.doctor:workspace_checks"),
     ),
     profile=(
         image_part,

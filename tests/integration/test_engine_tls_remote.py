@@ -289,7 +289,7 @@ def test_a_workspace_the_engines_host_lacks_is_refused_in_one_line(
     proc = in_private_namespace(over, ws, ["run", "--workspace", "rw", "--", "touch ran; ls"], tls_env,
                                 tmp_path / "home")
     line = one_line_error(proc)
-    assert f"workspace {ws} on the engine at " in line, line
+    assert f"workspace {ws} on the engine at {tls_env['DOCKER_HOST']}: " in line, line
     assert "run hookcage on the engine's host, or share the workspace" in line
     if engine_has_it:
         assert "the engine sees no such directory there" in line
@@ -297,6 +297,12 @@ def test_a_workspace_the_engines_host_lacks_is_refused_in_one_line(
     else:
         assert "the engine cannot mount it" in line
         assert not ws.exists()
+    # `hookcage doctor` says the same, as a problem with its fix.
+    doctor = in_private_namespace(over, ws, ["doctor"], tls_env, tmp_path / "home")
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    [said] = [line for line in doctor.stdout.splitlines() if line.startswith("[!!] workspace ")]
+    assert said.startswith(f"[!!] workspace {ws} on the engine at {tls_env['DOCKER_HOST']}: "), said
+    assert "fix: run hookcage on the engine's host, or share the workspace" in doctor.stdout
 
 
 def test_a_workspace_the_engines_host_shares_runs(
@@ -308,3 +314,6 @@ def test_a_workspace_the_engines_host_shares_runs(
                     cwd=workspace)
     # The check ran (the engine is tcp://) and left no marker behind for the hook to see.
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, "the workspace\n0\n", "")
+    doctor = hookcage(["doctor"], tls_env, tmp_path / "home", cwd=workspace)
+    assert (f"[ok] workspace {workspace} on the engine at {tls_env['DOCKER_HOST']}: same directory (a marker "
+            "file written here is seen there)") in doctor.stdout.splitlines(), doctor.stdout

@@ -92,7 +92,7 @@ def test_another_directory_at_that_path_is_refused_in_one_line(tmp_path: Path) -
     workspace.mkdir()
     check = check_workspace(FakeSandbox(other), str(workspace), "https://h:2376")
     assert check.ok is False
-    assert check.line() == (f"workspace {workspace} on the engine at https://h:2376: the engine sees no such "
+    assert check.line() == (f"workspace {workspace} on the engine at tcp://h:2376: the engine sees no such "
                             "directory there (a marker file written here is not in it)")
     assert not list(workspace.iterdir())
 

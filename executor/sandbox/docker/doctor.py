@@ -111,3 +111,40 @@ def path_map_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
         return
     for check in checks:
         yield Check(one_line(check.line()), ok=check.ok, fix=pathcheck.fix_for(path_map))
+
+
+def workspace_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
+    """An engine elsewhere (``tcp://``, ``ssh://``, a path map in force) has the workspace at its path.
+
+    The workspace is ``$CLAUDE_PROJECT_DIR``, else the current directory. A
+    marker file written there must be seen from a container that mounts it as
+    hooks do (:func:`executor.sandbox.pathcheck.check_workspace`); a local
+    engine shares hookcage's files and is not asked.
+    """
+    from executor.core.text import one_line
+    from executor.sandbox import pathcheck
+    from executor.sandbox.docker.backend import DockerSandbox
+    from executor.sandbox.docker.engine import engine_url
+    from executor.sandbox.paths import resolve_path_map
+    from executor.sandbox.registry import docker_options
+
+    client, _ = engine_of(probe)
+    url = engine_url(client)
+    try:
+        path_map = resolve_path_map(settings.path_map, client)
+    except HookcageError:
+        return  # path_map_checks says what is wrong
+    if not pathcheck.engine_is_elsewhere(url, path_map):
+        return
+    workspace = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    options = {**docker_options(settings), "client": client, "reap_on_start": False}
+    sandbox = DockerSandbox(**options)
+    try:
+        check = pathcheck.check_workspace(sandbox, workspace, url)
+    except HookcageError as exc:
+        yield Check(one_line(f"workspace {workspace} not checked on the engine at {url}: {exc}"), ok=False,
+                    fix="hookcage image build")
+        return
+    finally:
+        sandbox.close()
+    yield Check(one_line(check.line()), ok=check.ok, fix=pathcheck.WORKSPACE_FIX)
