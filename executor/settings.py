@@ -135,18 +135,8 @@ class Settings(BaseSettings):
     # Docker backend defaults (per-hook ``sandbox`` options override them).
     image: str | None = None
     """Default hook image (default ``hookcage/runner:<version>``)."""
-    runtime: str = "auto"
-    """OCI runtime for hook containers: ``auto`` (gVisor's ``runsc`` when the engine has it, else the
-    engine's default), ``runc``, ``runsc``, or another runtime the engine has (see docs/sandbox.md)."""
-
-    @field_validator("runtime", mode="before")
-    @classmethod
-    def _runtime_name(cls, value: Any) -> Any:
-        if value is None or (isinstance(value, str) and not value.strip()):
-            return "auto"  # HOOKCAGE_RUNTIME= (CI sets variables empty): the default
-        if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", value.strip()):
-            raise ValueError("a runtime name (letters, digits, . _ + -), e.g. auto, runc or runsc")
-        return value.strip() if isinstance(value, str) else value
+    runtime: str | None = None
+    """OCI runtime for hook containers, e.g. ``runsc`` (gVisor)."""
     memory: str = "512m"
     cpus: float = Field(1.0, gt=0)
     pids: int = Field(256, ge=8)
@@ -165,6 +155,21 @@ class Settings(BaseSettings):
             from executor.sandbox.paths import parse_path_map
 
             parse_path_map(value)  # ValueError: pydantic names the setting
+        return value
+
+    engine: str | None = None
+    """The engine's address (``unix:///run/user/1000/podman/podman.sock``, ``tcp://host:2376``); over
+    ``DOCKER_HOST`` when set. Docker's or Podman's Docker-compatible API. See docs/engines.md."""
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine_address(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None  # HOOKCAGE_ENGINE= (CI sets variables empty): DOCKER_HOST, or the default socket
+        if isinstance(value, str):
+            from executor.sandbox.engines import check_engine_address
+
+            return check_engine_address(value)  # ValueError: pydantic names the setting
         return value
 
     # The daemon's warm pool (``hookcage serve``; in-process runs are always cold).

@@ -809,39 +809,86 @@ def _package_verb(words: Sequence[str]) -> str | None:
     return verb if len(words) == 3 and words[2].endswith("...") else None
 
 
-class _DebootstrapLog:
-    """Fold debootstrap's per-package chatter into one line per phase."""
+_HEARTBEAT = 15.0
+"""Seconds: a long phase (unpacking, apt-get in the chroot) says how far it got at least this often."""
+_APT_PHASES = (("Get:", "downloaded"), ("Unpacking ", "unpacked"), ("Setting up ", "configured"))
 
-    def __init__(self, log: Log) -> None:
+
+def _debootstrap_phase(text: str) -> tuple[str, bool] | None:
+    """(phase, counts a package) of a per-package debootstrap line, else None."""
+    verb = _package_verb(text.split())
+    return None if verb is None else (_PHASES[verb], verb != "Validating")
+
+
+def _apt_phase(text: str) -> tuple[str, bool] | None:
+    """(phase, counts a package) of a per-package ``apt-get install`` line, else None."""
+    for prefix, phase in _APT_PHASES:
+        if text.startswith(prefix):
+            return phase, True
+    return None
+
+
+class _PhaseLog:
+    """Fold a tool's per-package chatter into one line per phase, with a heartbeat in long phases.
+
+    Args:
+        log: where lines go.
+        name: the tool's name, the prefix of each line.
+        phase_of: (phase, counts) of a per-package line, else None.
+        echo: also log the tool's other lines (debootstrap's are few; apt's are noise).
+        clock: seconds (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        log: Log,
+        name: str = "debootstrap",
+        phase_of: Callable[[str], tuple[str, bool] | None] = _debootstrap_phase,
+        *,
+        echo: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._log = log
+        self._name = name
+        self._phase_of = phase_of
+        self._echo = echo
+        self._clock = clock
+        self._said = clock()
         self._phase: str | None = None
         self._count = 0
         self.tail: collections.deque[str] = collections.deque(maxlen=20)
         self.last_error: str | None = None
 
+    def _say(self, text: str) -> None:
+        self._log(f"{self._name}: {text}")
+        self._said = self._clock()
+
     def line(self, raw: str) -> None:
-        """Take one output line of debootstrap."""
+        """Take one output line of the tool."""
         text = raw.rstrip()
         if not text:
             return
         self.tail.append(text)
-        verb = _package_verb(text.split())
-        if verb is not None:
-            if _PHASES[verb] != self._phase:
+        found = self._phase_of(text)
+        if found is not None:
+            phase, counts = found
+            if phase != self._phase:
                 self.flush()
-                self._phase = _PHASES[verb]
-            if verb != "Validating":
-                self._count += 1
+                self._phase = phase
+            self._count += counts
+            if self._clock() - self._said >= _HEARTBEAT:
+                self._say(f"... {self._phase} {self._count} packages so far")
             return
         self.flush()
         if text.startswith("E:"):
             self.last_error = text[2:].strip()
-        self._log("debootstrap: " + text.removeprefix("I: "))
+        if self._echo or text.startswith(("E:", "W:")):
+            self._say(text.removeprefix("I: "))
 
     def flush(self) -> None:
         """Emit the pending ``<phase> N packages`` line, if any."""
         if self._phase is not None:
-            self._log(f"debootstrap: ... {self._phase} {self._count} packages")
+            self._say(f"... {self._phase} {self._count} packages")
         self._phase, self._count = None, 0
 
 
@@ -870,7 +917,7 @@ def _run_debootstrap(debootstrap: Debootstrap, rootfs: Path, mirror: str, log: L
     env.update(LC_ALL="C", DEBIAN_FRONTEND="noninteractive", **debootstrap.env)
     env["PATH"] = env.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin"
     log("running " + " ".join(cmd))
-    summary = _DebootstrapLog(log)
+    summary = _PhaseLog(log)
     proc = subprocess.Popen(
         cmd,
         stdin=subprocess.DEVNULL,
@@ -964,26 +1011,37 @@ def _apt_in_chroot(rootfs: Path, packages: Sequence[str], mirror: str, log: Log)
         'apt-get install -y -q --no-install-recommends "$@"; apt-get clean'
     )
     log(f"apt-get install {' '.join(packages)} in the chroot (debootstrap cannot resolve them)")
+    summary = _PhaseLog(log, "apt-get", _apt_phase, echo=False)
+    installed = ""
     with _mirror_visible_in(rootfs, mirror):
-        done = subprocess.run(
+        proc = subprocess.Popen(
             ["chroot", str(rootfs), "/bin/sh", "-c", script, "sh", *packages],
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
             env=env,
-            check=False,
         )
-    lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines()]
-    if done.returncode != 0:
-        errors = [line for line in lines if line.startswith("E:")] or [x for x in lines if x]
+        try:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                summary.line(raw)
+                if "newly installed" in raw:
+                    installed = raw.strip()
+            code = proc.wait()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    summary.flush()
+    if code != 0:
+        reason = summary.last_error or (summary.tail[-1] if summary.tail else "no output")
         raise ImageBuildError(
             f"apt-get install {' '.join(packages)} in the debootstrap tree failed "
-            f"(exit {done.returncode}): {errors[-1] if errors else 'no output'}; "
-            f"check the mirror {mirror} (set {MIRROR_ENV})"
+            f"(exit {code}): {reason}; check the mirror {mirror} (set {MIRROR_ENV})"
         )
-    summary = next((line for line in lines if "newly installed" in line), "")
-    log(f"apt-get: {summary or 'done'}")
+    log(f"apt-get: {installed or 'done'}")
 
 
 def _slim_rootfs(rootfs: Path, context: Path, log: Log) -> None:

@@ -118,6 +118,7 @@ from executor.sandbox.docker import (
     container_args,
     demux_frames,
     engine_url,
+    host_config,
     map_engine_error,
     pump_frames,
     raw_socket,
@@ -667,7 +668,7 @@ class PooledDockerSandbox(DockerSandbox):
                 # the cold one (whose counted stdin, over TLS, has as many).
                 host["pids_limit"] += 0 if self.profile.counted_stdin else COUNTED_STDIN_PIDS
                 created = client.create_container(
-                    host_config=client.create_host_config(**host), **args
+                    host_config=host_config(client, host), **args
                 )
                 return str(created["Id"]), float(expires)
 

@@ -211,7 +211,7 @@ def docker_options(settings: Settings) -> dict[str, Any]:
     return {
         "image": settings.image, "runtime": settings.runtime, "memory": settings.memory,
         "cpus": settings.cpus, "pids": settings.pids, "tmpfs_size": settings.tmpfs_size,
-        "path_map": settings.path_map,
+        "path_map": settings.path_map, "engine": settings.engine,
     }
 
 

@@ -421,3 +421,51 @@ def test_doctor_says_how_an_offline_build_gets_debootstrap(
     assert deb.offline_build_tool("", tmp_path / "c")[1].startswith(f"debootstrap {VERSION} in hookcage's cache")
     tools_present(monkeypatch, missing=("apt-get",))
     assert deb.offline_build_tool("", tmp_path / "d") == (False, "no debootstrap, and no apt-get to fetch it")
+
+
+# --------------------------------------------------------------------------- progress lines
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_debootstrap_chatter_folds_into_phases_with_a_heartbeat() -> None:
+    clock, lines = Clock(), []
+    summary = images._PhaseLog(lines.append, clock=clock)
+    for raw in ["I: Retrieving InRelease", "I: Retrieving libc6 2.36-9", "I: Validating libc6 2.36-9",
+                "I: Retrieving bash 5.2", "I: Unpacking the base system...", "I: Unpacking libc6:amd64..."]:
+        summary.line(raw + "\n")
+        clock.now += 1
+    clock.now += 20  # the next package comes long after the last line said anything
+    summary.line("I: Unpacking bash...")
+    summary.flush()
+    assert lines == [
+        "debootstrap: Retrieving InRelease",
+        "debootstrap: ... retrieved and validated 2 packages",
+        "debootstrap: Unpacking the base system...",
+        "debootstrap: ... unpacked 2 packages so far",
+        "debootstrap: ... unpacked 2 packages",
+    ]
+
+
+def test_apt_in_the_chroot_says_only_its_phases_and_warnings() -> None:
+    clock, lines = Clock(), []
+    summary = images._PhaseLog(lines.append, "apt-get", images._apt_phase, echo=False, clock=clock)
+    for raw in ["Reading package lists...", "Get:1 http://deb.debian.org/debian bookworm/main node-a 1 [2 kB]",
+                "Get:2 http://deb.debian.org/debian bookworm/main node-b 1 [2 kB]",
+                "Selecting previously unselected package node-a.", "Unpacking node-a (1) ...",
+                "W: something odd", "Setting up node-a (1) ...", "E: Sub-process /usr/bin/dpkg returned an error code (1)"]:
+        summary.line(raw)
+    assert lines == [
+        "apt-get: ... downloaded 2 packages",
+        "apt-get: ... unpacked 1 packages",
+        "apt-get: W: something odd",
+        "apt-get: ... configured 1 packages",
+        "apt-get: E: Sub-process /usr/bin/dpkg returned an error code (1)",
+    ]
+    assert summary.last_error == "Sub-process /usr/bin/dpkg returned an error code (1)"

@@ -39,6 +39,7 @@ from dataclasses import replace
 
 import docker  # type: ignore[import-untyped, unused-ignore]
 
+from executor.errors import SandboxUnavailable
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.conventions import DEFAULT_IMAGE
 from executor.sandbox.docker.engine import (
@@ -47,7 +48,9 @@ from executor.sandbox.docker.engine import (
     _kill,
     _wait,
     default_client,
+    engine_traits,
     engine_url,
+    host_config,
     over_tls,
     reap,
     remove_container_quietly,
@@ -55,6 +58,13 @@ from executor.sandbox.docker.engine import (
 from executor.sandbox.docker.errors import BACKEND_ERRORS, map_engine_error, retry_transient
 from executor.sandbox.docker.frames import CappedBuffer, close_attached, pump, raw_socket
 from executor.sandbox.docker.profile import DockerProfile, container_args
+from executor.sandbox.engines import (
+    PODMAN,
+    EngineTraits,
+    limits_refusal,
+    oom_unreported,
+    podman_seccomp_file,
+)
 from executor.sandbox.paths import (
     IDENTITY,
     PathMap,
@@ -62,7 +72,6 @@ from executor.sandbox.paths import (
     resolve_path_map,
     with_resolved_keys,
 )
-from executor.sandbox.runtimes import AUTO, resolve_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -87,15 +96,14 @@ class DockerSandbox(Sandbox):
         path_map: PathMap | Mapping[str, str] | None = None,
         client: docker.APIClient | None = None,
         reap_on_start: bool = True,
+        engine: str | None = None,
     ) -> None:
         """Set up the backend; no engine call happens on this thread.
 
         Args:
             image: the default image, ``hookcage/runner:<version>`` when None
                 (a hook's ``options.image`` overrides it).
-            runtime: the ``runtime`` setting: ``auto``/None (gVisor's ``runsc`` when the
-                engine has it, else the engine's default; resolved once, with the
-                client) or a runtime registered with the engine (e.g. ``runc``).
+            runtime: an OCI runtime registered with the engine (e.g. ``runsc``).
             memory: memory limit, swap included (no swap), e.g. ``512m``.
             cpus: CPUs the container may use (fractional).
             pids: most processes and threads at once.
@@ -113,11 +121,12 @@ class DockerSandbox(Sandbox):
                 is made on first use (and closed by ``close()``).
             reap_on_start: remove stale hookcage containers once, in the
                 background, best-effort.
+            engine: the ``engine`` setting (an address, over ``DOCKER_HOST``)
+                for the default client.
         """
-        self._runtime_setting = runtime
         self.profile = DockerProfile(
             image=image or DEFAULT_IMAGE,
-            runtime=None if (runtime or AUTO).strip() == AUTO else (runtime or "").strip(),  # auto: with the client
+            runtime=runtime,
             memory=memory,
             cpus=cpus,
             pids=pids,
@@ -134,6 +143,9 @@ class DockerSandbox(Sandbox):
         elif path_map is not None:
             self._paths = resolve_path_map(path_map, None)  # no engine call for a setting; SandboxError if invalid
         self._client = client
+        self._engine = engine
+        self._traits: EngineTraits | None = None
+        """What the engine is (Docker, Podman, rootless): asked once, with the first engine call."""
         self._owns_client = client is None
         self._lock = threading.Lock()
         self._reaper: threading.Thread | None = None
@@ -152,7 +164,13 @@ class DockerSandbox(Sandbox):
         """
         with self._lock:
             if self._client is None:
-                self._client = default_client()
+                self._client = default_client(engine=self._engine)
+            if self._traits is None:
+                # Once: Podman needs a few more container args, and a rootless one may hold no limit.
+                self._traits = engine_traits(self._client)
+                self.profile = replace(self.profile, engine=self._traits, seccomp=_seccomp_for(self._traits))
+            if refusal := limits_refusal(self._traits, engine_url(self._client)):
+                raise SandboxUnavailable(refusal)
             if not self.profile.counted_stdin and over_tls(self._client):
                 # A TLS terminator in front of the engine may not carry a half-close: count stdin.
                 self.profile = replace(self.profile, counted_stdin=True)
@@ -166,20 +184,7 @@ class DockerSandbox(Sandbox):
                 if self._paths.active:
                     self.profile = replace(self.profile, paths=with_resolved_keys(self._paths, os.path.realpath))
                 self._paths_applied = True
-            if self.profile.runtime is None:
-                # Once per sandbox (one /info call, not one per run): what `auto` is on this engine.
-                self.profile = replace(self.profile, runtime=_engine_runtime(self._client, self._runtime_setting))
             return self._client
-
-    def runtime(self) -> str:
-        """The runtime every container of this sandbox gets: the setting, or what ``auto`` resolved to.
-
-        Raises:
-            SandboxUnavailable: ``auto`` and the engine cannot be reached.
-        """
-        if self.profile.runtime is None:
-            self.client  # noqa: B018 -- resolves it
-        return str(self.profile.runtime)
 
     def image_identity(self, image: str | None) -> str:
         """The id (``sha256:...``) of ``image`` (or the default image) in the engine.
@@ -259,6 +264,9 @@ class DockerSandbox(Sandbox):
                 close_attached(attached)
             step = "wait for"
             timed_out, state = self._finish(client, container, ended, deadline)
+            if oom_unreported(self.profile.engine, exit_code=state["exit_code"], oom_killed=state["oom_killed"],
+                              timed_out=timed_out):
+                state = {**state, "oom_killed": True}  # Podman on cgroup v1: conmon misses it (engines.py)
             duration = time.monotonic() - began
         except BACKEND_ERRORS as exc:
             raise map_engine_error(
@@ -285,7 +293,7 @@ class DockerSandbox(Sandbox):
             name = f"hookcage-{secrets.token_hex(8)}"
             create, host = container_args(self.profile, request, name=name, now=time.time())
             created = client.create_container(
-                host_config=client.create_host_config(**host), **create
+                host_config=host_config(client, host), **create
             )
             return str(created["Id"])
 
@@ -331,14 +339,20 @@ class DockerSandbox(Sandbox):
                 self._client = None
 
 
-def _engine_runtime(client: docker.APIClient, setting: str | None) -> str:
-    """What the ``runtime`` setting resolves to on this engine (:func:`resolve_runtime`; one ``/info`` call).
+def _seccomp_for(traits: EngineTraits) -> str | None:
+    """The seccomp profile file containers get on this engine: on Podman, its default with namespaces refused.
 
     Raises:
-        SandboxUnavailable: the engine cannot be reached.
+        SandboxUnavailable: Podman's default profile cannot be read or the file written (hooks would
+            otherwise run with ``unshare`` allowed).
     """
+    if traits.kind != PODMAN:
+        return None
+    from executor.sandbox.debootstrap import cache_dir
+
     try:
-        info = retry_transient(client.info)
-    except BACKEND_ERRORS as exc:
-        raise map_engine_error(exc, step="describe", url=engine_url(client)) from exc
-    return resolve_runtime(setting, sorted(info.get("Runtimes") or {}), str(info.get("DefaultRuntime") or ""))
+        return podman_seccomp_file(cache_dir())
+    except (OSError, ValueError) as exc:
+        raise SandboxUnavailable(
+            f"cannot make the seccomp profile hooks need on Podman (its default lets them create namespaces): {exc}"
+        ) from exc

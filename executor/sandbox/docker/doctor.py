@@ -23,13 +23,15 @@ INFO = "docker.info"
 ENGINE_FIX = "start Docker (systemctl start docker) or set DOCKER_HOST"
 
 
-def engine_of(probe: Probe) -> tuple[Any, EngineInfo]:
+def engine_of(probe: Probe, engine: str | None = None) -> tuple[Any, EngineInfo]:
     """The engine's client and description, made on first use and shared by the doctor's checks.
+
+    ``engine`` is the ``engine`` setting (an address over ``DOCKER_HOST``); the first call makes the client.
 
     Raises:
         SandboxUnavailable, SandboxError: the engine cannot be reached or described.
     """
-    client = probe.get(CLIENT, default_client, close=lambda made: made.close())
+    client = probe.get(CLIENT, lambda: default_client(engine=engine), close=lambda made: made.close())
     return client, probe.get(INFO, lambda: engine_info(client))
 
 
@@ -38,12 +40,13 @@ def engine_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     from executor.sandbox.images import RUNNER_IMAGE, image_exists, runner_image_current
 
     try:
-        client, info = engine_of(probe)
+        client, info = engine_of(probe, settings.engine)
     except HookcageError as exc:
         yield Check(f"Docker engine: {exc}", ok=False, fix=ENGINE_FIX, stop=True)
         return
-    yield Check(f"Docker engine {info['version']} (API {info['api_version']}), {info['os']}, kernel {info['kernel']}",
-                ok=True)
+    yield Check(f"{_engine_title(info)} {info['version']} (API {info['api_version']}), {info['os']}, "
+                f"kernel {info['kernel']}", ok=True)
+    yield from podman_checks(info)
     image_name = settings.image or RUNNER_IMAGE
     present = image_exists(client, image_name)
     yield Check(f"image {image_name} present", ok=present, fix="hookcage image build")
@@ -59,6 +62,31 @@ def engine_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     yield Check("CPU limits enforced", ok=info["cpu_limit"], fix="enable CFS quota in the cpu cgroup controller")
     yield Check(f"cgroup v{info['cgroup_version'] or '?'} ({info['cgroup_driver']}), runtimes: "
                 f"{', '.join(info['runtimes']) or 'none'} (default {info['default_runtime']})")
+
+
+def _engine_title(info: EngineInfo) -> str:
+    """``Docker engine``, ``Podman engine`` or ``Podman engine (rootless)``."""
+    if info["engine"] != "podman":
+        return "Docker engine" + (" (rootless)" if info["rootless"] else "")
+    return "Podman engine" + (" (rootless)" if info["rootless"] else " (rootful)")
+
+
+def podman_checks(info: EngineInfo) -> Iterator[Check]:
+    """On Podman: what hookcage does differently there, and whether hooks may run at all."""
+    from executor.sandbox.engines import LIMIT_CONTROLLERS
+
+    if info["engine"] != "podman":
+        return
+    yield Check("Podman's Docker-compatible API: handled as docs/engines.md says", ok=None,
+                detail=tuple(info["engine_notes"]))
+    missing = info["unenforced_limits"]
+    yield Check(
+        f"{info['engine_name']} enforces the hooks' {', '.join(LIMIT_CONTROLLERS)} limits"
+        + (f" (it would ignore: {', '.join(missing)}; hookcage refuses to run hooks there)" if missing else ""),
+        ok=not missing,
+        fix="use a rootful Podman or Docker, or cgroup v2 with memory, pids and cpu delegated to the "
+            "engine's user (systemd: Delegate=memory pids cpu)",
+    )
 
 
 def offline_build_checks(settings: Settings, probe: Probe) -> Iterator[Check]:

@@ -24,6 +24,13 @@ from executor.sandbox.docker.errors import (
     map_engine_error,
     retry_transient,
 )
+from executor.sandbox.engines import (
+    EngineTraits,
+    detect_engine,
+    engine_address,
+    is_podman,
+    unenforced_limits,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +65,14 @@ def over_tls(client: docker.APIClient) -> bool:
 
 
 def default_client(
-    *, timeout: float = DEFAULT_API_TIMEOUT, environ: Mapping[str, str] | None = None
+    *, timeout: float = DEFAULT_API_TIMEOUT, environ: Mapping[str, str] | None = None, engine: str | None = None
 ) -> docker.APIClient:
     """An ``APIClient`` configured like ``docker.from_env`` (``DOCKER_HOST``, TLS vars).
+
+    The address is the ``engine`` setting (``engine``, else the settings
+    files' when ``environ`` is not given), else ``HOOKCAGE_ENGINE``, else
+    ``DOCKER_HOST`` (:func:`~executor.sandbox.engines.engine_address`):
+    Docker's or Podman's socket alike.
 
     The API version is negotiated with the engine (one ``/version`` call), so
     this contacts the engine.
@@ -68,12 +80,18 @@ def default_client(
     Args:
         timeout: seconds to wait for each API answer.
         environ: where to read ``DOCKER_*`` from; ``os.environ`` by default.
+        engine: the ``engine`` setting (an address), if set.
 
     Raises:
         SandboxUnavailable: the engine cannot be reached.
         SandboxError: the environment's Docker settings are unusable.
     """
     env = dict(os.environ if environ is None else environ)
+    if engine is None and environ is None:
+        engine = _engine_setting()
+    address = engine_address(engine, env)
+    if address is not None:
+        env["DOCKER_HOST"] = address
     url = _env_engine_url(env)
     kwargs: dict[str, Any] = {}
     try:
@@ -82,6 +100,17 @@ def default_client(
         return EngineClient(version="auto", timeout=timeout, **kwargs)
     except BACKEND_ERRORS as exc:
         raise map_engine_error(exc, step="connect", url=url, tls=bool(kwargs.get("tls"))) from exc
+
+
+def _engine_setting() -> str | None:
+    """The ``engine`` setting of the settings files (``config.toml``), for callers that pass none.
+
+    Raises:
+        ConfigError: a settings file or variable is invalid (one line naming it).
+    """
+    from executor.settings import load_settings
+
+    return load_settings().engine
 
 
 class EngineClient(docker.APIClient):  # type: ignore[misc, unused-ignore]
@@ -100,6 +129,19 @@ class EngineClient(docker.APIClient):  # type: ignore[misc, unused-ignore]
         if isinstance(self.verify, str) and verify is None:
             settings["verify"] = self.verify
         return settings
+
+
+def host_config(client: docker.APIClient, host: Mapping[str, Any]) -> dict[str, Any]:
+    """``client.create_host_config(**host)``, where ``userns_mode`` may also be Podman's ``keep-id``.
+
+    docker-py accepts no user-namespace mode but ``host``.
+    """
+    options = dict(host)
+    userns = options.pop("userns_mode", None)
+    config: dict[str, Any] = client.create_host_config(**options)
+    if userns:
+        config["UsernsMode"] = userns
+    return config
 
 
 class StateInfo(TypedDict):
@@ -273,6 +315,14 @@ class EngineInfo(TypedDict):
     rootless: bool
     security_options: list[str]
     warnings: list[str]
+    engine: str
+    """``docker`` or ``podman``."""
+    engine_name: str
+    """E.g. ``Podman 4.3.1 (rootless)``."""
+    engine_notes: list[str]
+    """What hookcage does differently on this engine, one line each."""
+    unenforced_limits: list[str]
+    """The profile's limits the engine would accept and ignore (a rootless Podman without the controllers)."""
 
 
 def engine_info(client: docker.APIClient) -> EngineInfo:
@@ -288,22 +338,64 @@ def engine_info(client: docker.APIClient) -> EngineInfo:
         info = retry_transient(client.info)
     except BACKEND_ERRORS as exc:
         raise map_engine_error(exc, step="describe", url=url) from exc
+    traits = detect_engine(version, info, _libpod_info(client) if is_podman(version) else None)
     security = [str(s) for s in info.get("SecurityOptions") or []]
+    missing = unenforced_limits(traits)
     return EngineInfo(
         version=str(version.get("Version", "")),
         api_version=str(version.get("ApiVersion", "")),
         os=str(info.get("OperatingSystem", "")),
         kernel=str(info.get("KernelVersion", "")),
-        runtimes=sorted(info.get("Runtimes") or {}),
-        default_runtime=str(info.get("DefaultRuntime", "")),
+        runtimes=sorted(traits.runtimes) if traits.kind == "podman" else sorted(info.get("Runtimes") or {}),
+        default_runtime=traits.default_runtime if traits.kind == "podman" else str(info.get("DefaultRuntime", "")),
         cgroup_version=str(info.get("CgroupVersion", "")),
         cgroup_driver=str(info.get("CgroupDriver", "")),
         storage_driver=str(info.get("Driver", "")),
-        memory_limit=bool(info.get("MemoryLimit")),
-        swap_limit=bool(info.get("SwapLimit")),
-        pids_limit=bool(info.get("PidsLimit")),
-        cpu_limit=bool(info.get("CpuCfsQuota")),
-        rootless=any("rootless" in s for s in security),
+        memory_limit=bool(info.get("MemoryLimit")) and "memory" not in missing,
+        swap_limit=bool(info.get("SwapLimit")) and "memory" not in missing,
+        pids_limit=bool(info.get("PidsLimit")) and "pids" not in missing,
+        cpu_limit=bool(info.get("CpuCfsQuota")) and "cpu" not in missing,
+        rootless=traits.rootless,
         security_options=security,
         warnings=[str(w) for w in info.get("Warnings") or []],
+        engine=traits.kind,
+        engine_name=traits.name,
+        engine_notes=list(traits.notes),
+        unenforced_limits=missing,
     )
+
+
+_LIBPOD_ERRORS: tuple[type[BaseException], ...] = (*BACKEND_ERRORS, ValueError)
+"""What asking ``/libpod/info`` can raise (ValueError: an answer that is not JSON)."""
+
+
+def _libpod_info(client: docker.APIClient) -> dict[str, Any] | None:
+    """Podman's own ``/libpod/info`` (rootless, delegated cgroup controllers); None when it does not answer.
+
+    Podman's Docker-compatible ``/info`` says neither: its ``SecurityOptions``
+    lack ``rootless`` (4.3) and its ``MemoryLimit`` is true where a rootless
+    engine sets no limit at all.
+    """
+    try:
+        response = client.get(f"{client.base_url}/v4.0.0/libpod/info", timeout=client.timeout)
+        answer = client._result(response, json=True)
+    except _LIBPOD_ERRORS as exc:
+        logger.debug("no /libpod/info from %s: %s", engine_url(client), exc)
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def engine_traits(client: docker.APIClient) -> EngineTraits:
+    """What kind of engine ``client`` talks to (:func:`~executor.sandbox.engines.detect_engine`).
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        SandboxError: the engine refused to answer.
+    """
+    url = engine_url(client)
+    try:
+        version = retry_transient(client.version)
+        info = retry_transient(client.info)
+    except BACKEND_ERRORS as exc:
+        raise map_engine_error(exc, step="describe", url=url) from exc
+    return detect_engine(version, info, _libpod_info(client) if is_podman(version) else None)

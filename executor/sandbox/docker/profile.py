@@ -26,6 +26,7 @@ from executor.sandbox.conventions import (
     SELF_END_GRACE,
     SELF_END_PIDS,
 )
+from executor.sandbox.engines import DOCKER_TRAITS, EngineTraits, extra_ulimits, userns_mode
 from executor.sandbox.paths import IDENTITY, PathMap, engine_path
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,10 @@ class DockerProfile:
     counted_stdin: bool = False
     """Give the hook its stdin by count (:func:`counted_stdin`), not by a half-close of the
     attach connection: over TLS, where a terminator may not carry a half-close to the engine."""
+    engine: EngineTraits = DOCKER_TRAITS
+    """The engine the containers are made by (:mod:`executor.sandbox.engines`): Podman needs a few more args."""
+    seccomp: str | None = None
+    """A seccomp profile file (as hookcage sees it) instead of the engine's default (Podman's is too wide)."""
 
 
 def default_user(project_dir: str | None = None) -> str:
@@ -294,8 +299,9 @@ def self_ending(command: str, timeout: float) -> str:
     not of the hook: the hook's ``wait`` never waits for it) sleeps, then
     kills every process of the container (``kill -9 -1``: all but init and
     itself), so init exits and the container stops; the next reap removes it
-    (see ``hookcage.expires``). It fires only when pid 1 is ``docker-init``
-    (the container's own pid namespace). Then the shell execs the hook
+    (see ``hookcage.expires``). It fires only when pid 1 is the engine's
+    init, ``docker-init`` or Podman's ``podman-init`` (the container's own
+    pid namespace). Then the shell execs the hook
     as ``/bin/sh -c COMMAND``, so the hook sees what it always saw: the same
     pid, ``$0``, environment (``SHLVL`` unset, as a warm run has it) and
     working directory. An image without ``sleep`` just lacks the watch.
@@ -303,7 +309,7 @@ def self_ending(command: str, timeout: float) -> str:
     seconds = math.ceil(timeout) + SELF_END_GRACE
     quoted = "'" + command.replace("'", "'\"'\"'") + "'"
     return (
-        f"( (sleep {seconds} && read -r _hc_p </proc/1/comm && [ \"$_hc_p\" = docker-init ] && kill -9 -1)"
+        f"( (sleep {seconds} && read -r _hc_p </proc/1/comm && {{ [ \"$_hc_p\" = docker-init ] || [ \"$_hc_p\" = podman-init ]; }} && kill -9 -1)"
         f" </dev/null >/dev/null 2>&1 & ); unset SHLVL _hc_p; exec /bin/sh -c {quoted}"
     )
 
@@ -391,7 +397,8 @@ def container_args(
         "tmpfs": {"/tmp": f"rw,noexec,nosuid,nodev,size={tmpfs_size}"},
         "mounts": mounts,
         "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],
+        "security_opt": ["no-new-privileges",
+                         *([f"seccomp={engine_source(profile.seccomp, profile.paths)}"] if profile.seccomp else [])],
         "pids_limit": pids + SELF_END_PIDS + (COUNTED_STDIN_PIDS if profile.counted_stdin else 0),
         "mem_limit": memory,
         "memswap_limit": memory,
@@ -399,6 +406,7 @@ def container_args(
         "ulimits": [
             {"name": "fsize", "soft": file_size, "hard": file_size},
             {"name": "core", "soft": 0, "hard": 0},
+            *(dict(limit) for limit in extra_ulimits(profile.engine)),
         ],
         "init": True,
         "log_config": {"type": "none"},
@@ -406,4 +414,6 @@ def container_args(
     }
     if profile.runtime:
         host["runtime"] = profile.runtime
+    if userns := userns_mode(profile.engine):
+        host["userns_mode"] = userns  # Podman's keep-id: build with engine.host_config, not docker-py's
     return create, host
