@@ -136,9 +136,15 @@ def _probe_sandbox(client: Any, image: str | None) -> Any:
     from executor.sandbox.docker import DEFAULT_IMAGE, DockerSandbox
     from executor.sandbox.paths import IDENTITY
 
-    # No map: the probe binds the engine's path exactly as the entry gives it.
+    # No map: the probe binds the engine's path exactly as the entry gives it. The engine's own
+    # default runtime, not gVisor: runsc shows a bind mount's root with an inode of its own (1),
+    # and the inode is what tells the engine's directory from another one.
+    try:
+        runtime = str(client.info().get("DefaultRuntime") or "") or None
+    except Exception:  # the probe's own run says what is wrong with the engine
+        runtime = None
     return DockerSandbox(image=image or DEFAULT_IMAGE, user=f"{os.getuid()}:{os.getgid()}", path_map=IDENTITY,
-                         client=client, reap_on_start=False, memory="128m")
+                         client=client, reap_on_start=False, memory="128m", runtime=runtime)
 
 
 def _probe(sandbox: Any, engines: Sequence[str], labels: dict[str, str] | None) -> list[Seen | None]:
@@ -408,7 +414,7 @@ def verify_workspace(sandbox: Any, request: RunRequest, url: str, path_map: Path
 
     Only for an engine elsewhere (:func:`engine_is_elsewhere`) and a run that
     mounts its workspace; the probe itself is not checked. Not checkable (a
-    workspace hookcage cannot write to): logged, the run goes on.
+    workspace hookcage cannot write to): logged (info), the run goes on.
 
     Raises:
         SandboxError: the engine would mount another directory, or none (one line, with the fix).
@@ -429,8 +435,8 @@ def verify_workspace(sandbox: Any, request: RunRequest, url: str, path_map: Path
             check = check_workspace(sandbox, request.project_dir, url, image=request.options.image,
                                     labels=dict(request.labels))
             _workspaces[key] = check
-            if check.ok is None:
-                logger.warning("%s", check.line())
+            if check.ok is None:  # e.g. a workspace mounted read-only into hookcage's container
+                logger.info("%s", check.line())
     if check.ok is False:
         raise SandboxError(f"{check.line()}; {WORKSPACE_FIX}")
 

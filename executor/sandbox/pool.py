@@ -128,6 +128,7 @@ from executor.sandbox.docker import (
     staged_tree,
 )
 from executor.sandbox.docker.profile import COUNTED_STDIN_PIDS
+from executor.sandbox.pathcheck import WORKSPACE_PROBE_LABEL
 from executor.sandbox.poolbook import (
     TAKE_MARGIN,
     Plan,
@@ -375,6 +376,8 @@ class PooledDockerSandbox(DockerSandbox):
         """``run``, and which way it went: ``warm``, ``cold`` (no spare ready)
         or ``fallback`` (the spare was dead or refused before the hook ran;
         the run went cold)."""
+        if WORKSPACE_PROBE_LABEL in request.labels:  # hookcage's own probe, not a hook run: not counted
+            return DockerSandbox.run(self, request), "cold"
         self.verify_workspace(request)  # a remote engine has the workspace, or nothing runs
         plan = self._plan_run(request) if request.warm else None
         if plan is None:
