@@ -273,9 +273,16 @@ def list_hooks(event: str | None, as_json: bool, agent: str | None, project: Pat
             raise PayloadError(f"unknown event {event!r}; valid events: {', '.join(EVENTS)}")
     executor, root = _executor_and_root(project)
     hookset, views = executor.inventory(root, event, agents=agents)
+    runtimes = _runtimes_of(executor, {v.hook.sandbox.backend for v in views})
     if as_json:
-        click.echo(json.dumps([v.to_json() for v in views], indent=2))
+        click.echo(json.dumps([{**v.to_json(), **runtimes.get(v.hook.sandbox.backend, {})} for v in views],
+                              indent=2))
         return
+    for backend, said in sorted(runtimes.items()):
+        from executor.sandbox.runtimes import describe
+
+        click.echo(f"{backend} hooks run under " + (describe(said["runtime"]) if said["runtime"]
+                                                    else _field(said.get("error", ""))))
     for problem in hookset.problems:
         click.echo(_field(problem), err=True)
     for f in hookset.files:
@@ -299,6 +306,22 @@ def list_hooks(event: str | None, as_json: bool, agent: str | None, project: Pat
             click.echo(f"    trust: {'trusted' if view.trusted else 'NOT trusted'}"
                        + (f" ({_field(view.trust_detail)})" if view.trust_detail else ""))
         click.echo(f"    runs: {runs}")
+
+
+def _runtimes_of(executor: Any, backends: set[str]) -> dict[str, dict[str, str]]:
+    """``{backend: {"runtime": ..., "isolation": "gvisor" | "shared kernel"}}`` for container backends."""
+    from executor.sandbox.runtimes import isolation
+
+    out: dict[str, dict[str, str]] = {}
+    for backend in sorted(backends):
+        try:
+            runtime = executor.runtime_of(backend)
+        except HookcageError as exc:
+            out[backend] = {"runtime": "", "isolation": "", "error": f"runtime unknown ({exc})"}
+            continue
+        if runtime is not None:
+            out[backend] = {"runtime": runtime, "isolation": isolation(runtime)}
+    return out
 
 
 # -- validate ---------------------------------------------------------------
@@ -707,7 +730,7 @@ def trust_prune(project: Path | None) -> None:
     for hook in executor.load(root).hooks:
         if hook.scope.from_repository:
             try:
-                current.add(executor.trust_subject(hook, root).digest())
+                current.update(executor.trust_subject(hook, root).covering_digests())
             except HookcageError:
                 continue
 
@@ -927,7 +950,6 @@ def doctor() -> None:
     Example:
         hookcage doctor
     """
-    from executor.sandbox.docker.doctor import engine_of
     from executor.sandbox.registry import Probe, backends
     from executor.settings import load_settings
 
@@ -949,13 +971,6 @@ def doctor() -> None:
                 problems += check.ok is False
                 if check.stop:
                     raise CliExit(1)
-    # Still here, to become the docker backend's own check (registry.py): the runtime hooks get.
-    _, info = engine_of(probe)
-    if settings.runtime:
-        report(settings.runtime in info["runtimes"], f"configured runtime {settings.runtime} available",
-               f"install and register {settings.runtime} with the engine, or unset runtime")
-    elif "runsc" not in info["runtimes"]:
-        click.echo("[..] gVisor (runsc) not installed: optional, it also contains kernel exploits")
     click.echo("all good" if not problems else f"{problems} problem(s) found")
     if problems:
         raise CliExit(1)
@@ -1114,6 +1129,45 @@ def demo() -> None:
         build_runner_image(client, log=lambda line: click.echo(f"  {line}", err=True))
     if not run_demo(click.echo):
         raise CliExit(1)
+
+
+# -- setup: register what hookcage uses with the engine ---------------------
+
+
+@cli.group()
+def setup() -> None:
+    """Register what hookcage can use with this machine's engine (installs nothing)."""
+
+
+@setup.command(name="runsc")
+@click.option("--dry-run", is_flag=True, help="Show the change to daemon.json as a diff; change nothing.")
+@click.option("--force", is_flag=True, help="Replace a runsc entry that has other settings.")
+@click.option("--daemon-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The engine's daemon.json (default: dockerd's --config-file, else /etc/docker/daemon.json).")
+def setup_runsc(dry_run: bool, force: bool, daemon_json: Path | None) -> None:
+    """Register an installed gVisor (runsc) with the local Docker engine, so hooks get gVisor.
+
+    Adds runtimes.runsc (the installed runsc, with --network=none) to
+    daemon.json, keeping every other key, after a backup
+    (daemon.json.hookcage-<UTC>.bak); reloads dockerd with SIGHUP (running
+    containers are untouched); checks the engine lists runsc and that a
+    container under it answers with gVisor's kernel. Running it again changes
+    nothing. With the default runtime setting (auto), hooks then run under gVisor.
+
+    \b
+    Example:
+        apt-get install runsc && hookcage setup runsc
+    """
+    from executor.sandbox.runsc_setup import LocalDockerd
+    from executor.sandbox.runsc_setup import setup_runsc as register
+
+    runsc = shutil_which("runsc")
+    engine: Any = None
+    if runsc:  # not installed: refused before any engine call
+        engine = LocalDockerd()
+    outcome = register(engine, runsc=runsc, daemon_json=daemon_json, force=force, dry_run=dry_run)
+    for line in outcome.lines:
+        click.echo(line)
 
 
 # -- install / uninstall ----------------------------------------------------

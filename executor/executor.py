@@ -65,6 +65,8 @@ from executor.dialects.base import HookInput
 from executor.errors import HookcageError, SandboxError, TrustStoreError
 from executor.gates.allowlist import AllowCheck, AllowList, check_command, literal_words
 from executor.gates.trust import (
+    GVISOR_ISOLATION,
+    ISOLATION_KEY,
     FileState,
     TrustRecord,
     TrustStore,
@@ -78,6 +80,7 @@ from executor.runlog import append_records, claim_once
 from executor.sandbox import homes, orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.depcache import DepCache, RunSetup, package_words, run_setup
+from executor.sandbox.runtimes import isolation
 from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
@@ -442,7 +445,7 @@ class HookExecutor:
                        "write the export outside the checkout (e.g. $RUNNER_TEMP) and point HOOKCAGE_TRUST_FILE there")
                 raise TrustStoreError(f"{what} {path} is inside the project {subject.root}, where a change to the "
                                       f"project could trust itself: not read; {fix}")
-        return store.is_trusted(subject.digest())
+        return store.is_trusted(subject.covering_digests())
 
     def trust_subject(self, hook: HookSpec, root: Path) -> TrustSubject:
         """What trusting ``hook`` covers: command, referenced files, full profile, capabilities.
@@ -456,13 +459,19 @@ class HookExecutor:
         files = collect_loaded(files, str(root), shell_words=lambda text: literal_words(text, str(root)))
         files = self._with_dependency_files(files, root)
         options = hook.sandbox
-        image = self._sandbox(options.backend).image_identity(options.image)
+        sandbox = self._sandbox(options.backend)
+        image = sandbox.image_identity(options.image)
         profile: dict[str, Any] = {
             "backend": options.backend, "image": image, "workspace": options.workspace,
             "network": options.network, "mounts": list(options.mounts), "env": dict(hook.env),
             "memory": options.memory, "cpus": options.cpus, "pids": options.pids,
             "timeout": hook.timeout,
         }
+        runtime = sandbox.runtime()
+        if runtime is not None and isolation(runtime) == GVISOR_ISOLATION:
+            # Only under gVisor (so a shared kernel's hash is what it was before runtimes were
+            # covered): a review here does not cover a run under a shared kernel (gates.trust).
+            profile[ISOLATION_KEY] = GVISOR_ISOLATION
         if options.home != "tmp":  # only when asked: records of hooks without it keep their hash
             profile["home"] = options.home
         needs = find_needs(files)
@@ -658,6 +667,14 @@ class HookExecutor:
         path = self.settings.home / "staging"
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         return path
+
+    def runtime_of(self, backend: str) -> str | None:
+        """The runtime ``backend``'s containers get (``auto`` resolved), None for no container.
+
+        Raises:
+            SandboxUnavailable: the engine cannot be reached to resolve ``auto``.
+        """
+        return self._sandbox(backend).runtime()
 
     def _sandbox(self, backend: str) -> Sandbox:
         with self._lock:

@@ -135,8 +135,18 @@ class Settings(BaseSettings):
     # Docker backend defaults (per-hook ``sandbox`` options override them).
     image: str | None = None
     """Default hook image (default ``hookcage/runner:<version>``)."""
-    runtime: str | None = None
-    """OCI runtime for hook containers, e.g. ``runsc`` (gVisor)."""
+    runtime: str = "auto"
+    """OCI runtime for hook containers: ``auto`` (gVisor's ``runsc`` when the engine has it, else the
+    engine's default), ``runc``, ``runsc``, or another runtime the engine has (see docs/sandbox.md)."""
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _runtime_name(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return "auto"  # HOOKCAGE_RUNTIME= (CI sets variables empty): the default
+        if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", value.strip()):
+            raise ValueError("a runtime name (letters, digits, . _ + -), e.g. auto, runc or runsc")
+        return value.strip() if isinstance(value, str) else value
     memory: str = "512m"
     cpus: float = Field(1.0, gt=0)
     pids: int = Field(256, ge=8)

@@ -46,7 +46,7 @@ import stat
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,10 @@ from executor.errors import HookcageError, TrustStoreError
 
 TRUST_FORMAT = 1
 """The version of the trust hash and of the store document."""
+
+ISOLATION_KEY = "isolation"
+"""The profile key a hook's kernel isolation is in; only present when it is gVisor."""
+GVISOR_ISOLATION = "gvisor"
 
 MAX_REFERENCED_FILE = 8 * 1024 * 1024
 """Bytes a referenced file may hold; a larger one is refused."""
@@ -801,6 +805,22 @@ class TrustSubject:
         """The trust hash: sha256 (hex) of :meth:`canonical`."""
         return hashlib.sha256(self.canonical().encode("ascii")).hexdigest()
 
+    def covering_digests(self) -> tuple[str, ...]:
+        """The digests whose record lets this subject run: its own, and for a run under
+        gVisor also the digest of the same hook reviewed under a shared kernel.
+
+        The profile of a run under gVisor holds ``"isolation": "gvisor"``; a run
+        under a shared-kernel runtime has no such key (so records written before
+        the runtime was covered count as reviewed under a shared kernel). A
+        review covers runs with the same or stronger isolation, never weaker:
+        trusted under gVisor, a run under runc needs a review of its own.
+        """
+        own = self.digest()
+        if self.profile.get(ISOLATION_KEY) != GVISOR_ISOLATION:
+            return (own,)
+        shared = {key: value for key, value in self.profile.items() if key != ISOLATION_KEY}
+        return (own, replace(self, profile=shared).digest())
+
 
 def _by_path(state: FileState) -> str:
     return state.path
@@ -944,9 +964,11 @@ class TrustStore:
         self.extra = tuple(Path(p) for p in extra)
         self._lock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT, mode=0o600)
 
-    def is_trusted(self, digest: str) -> bool:
-        """True when ``digest`` is in the store or in an extra trust file."""
-        return any(r.digest == digest for r in self.records())
+    def is_trusted(self, digest: str | Iterable[str]) -> bool:
+        """True when ``digest`` (or one of several: :meth:`TrustSubject.covering_digests`) is in
+        the store or in an extra trust file."""
+        wanted = {digest} if isinstance(digest, str) else set(digest)
+        return any(r.digest in wanted for r in self.records())
 
     def records(self) -> list[TrustRecord]:
         """Every record, the store's first, then each extra file's (oldest first in each)."""

@@ -162,6 +162,14 @@ class Sandbox(abc.ABC):
         """
         return image or self.name
 
+    def runtime(self) -> str | None:
+        """The OCI runtime this backend's containers get, resolved (``runsc``, ``runc``...); None: no container.
+
+        Trust covers what it means (:func:`executor.sandbox.runtimes.isolation`): a hook
+        reviewed under gVisor does not run under a shared kernel without a new review.
+        """
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release what the backend holds (connections, pooled containers)."""
 

@@ -72,6 +72,7 @@ from executor.sandbox.paths import (
     resolve_path_map,
     with_resolved_keys,
 )
+from executor.sandbox.runtimes import AUTO, resolve_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,9 @@ class DockerSandbox(Sandbox):
         Args:
             image: the default image, ``hookcage/runner:<version>`` when None
                 (a hook's ``options.image`` overrides it).
-            runtime: an OCI runtime registered with the engine (e.g. ``runsc``).
+            runtime: the ``runtime`` setting: ``auto``/None (gVisor's ``runsc`` when the
+                engine has it, else the engine's default; resolved once, with the
+                client) or a runtime registered with the engine (e.g. ``runc``).
             memory: memory limit, swap included (no swap), e.g. ``512m``.
             cpus: CPUs the container may use (fractional).
             pids: most processes and threads at once.
@@ -124,9 +127,10 @@ class DockerSandbox(Sandbox):
             engine: the ``engine`` setting (an address, over ``DOCKER_HOST``)
                 for the default client.
         """
+        self._runtime_setting = runtime
         self.profile = DockerProfile(
             image=image or DEFAULT_IMAGE,
-            runtime=runtime,
+            runtime=None if (runtime or AUTO).strip() == AUTO else (runtime or "").strip(),  # auto: with the client
             memory=memory,
             cpus=cpus,
             pids=pids,
@@ -184,7 +188,20 @@ class DockerSandbox(Sandbox):
                 if self._paths.active:
                     self.profile = replace(self.profile, paths=with_resolved_keys(self._paths, os.path.realpath))
                 self._paths_applied = True
+            if self.profile.runtime is None:
+                # Once per sandbox (one /info call, not one per run): what `auto` is on this engine.
+                self.profile = replace(self.profile, runtime=_engine_runtime(self._client, self._runtime_setting))
             return self._client
+
+    def runtime(self) -> str:
+        """The runtime every container of this sandbox gets: the setting, or what ``auto`` resolved to.
+
+        Raises:
+            SandboxUnavailable: ``auto`` and the engine cannot be reached.
+        """
+        if self.profile.runtime is None:
+            self.client  # noqa: B018 -- resolves it
+        return str(self.profile.runtime)
 
     def image_identity(self, image: str | None) -> str:
         """The id (``sha256:...``) of ``image`` (or the default image) in the engine.
@@ -337,6 +354,19 @@ class DockerSandbox(Sandbox):
             if self._owns_client and self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+def _engine_runtime(client: docker.APIClient, setting: str | None) -> str:
+    """What the ``runtime`` setting resolves to on this engine (:func:`resolve_runtime`; one ``/info`` call).
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+    """
+    try:
+        info = retry_transient(client.info)
+    except BACKEND_ERRORS as exc:
+        raise map_engine_error(exc, step="describe", url=engine_url(client)) from exc
+    return resolve_runtime(setting, sorted(info.get("Runtimes") or {}), str(info.get("DefaultRuntime") or ""))
 
 
 def _seccomp_for(traits: EngineTraits) -> str | None:

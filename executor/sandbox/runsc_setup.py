@@ -1,0 +1,367 @@
+"""``hookcage setup runsc``: register an installed gVisor with this machine's Docker engine.
+
+What it does, in order, stopping at the first refusal (one line each):
+
+1. ``runsc`` must be on PATH (hookcage installs nothing: ``apt-get install runsc``).
+2. The engine must be a ``dockerd`` on this machine (not Podman, not a remote
+   engine: their runtimes are registered elsewhere).
+3. ``daemon.json`` (``dockerd --config-file``, else ``/etc/docker/daemon.json``)
+   must parse as a JSON object; a file it cannot parse is never rewritten.
+4. The pure merge (:func:`executor.sandbox.runtimes.merge_runtime`) adds
+   ``runtimes.runsc = {"path": <which runsc>, "runtimeArgs": ["--network=none"]}``
+   and keeps every other key; an entry with other settings is refused unless
+   ``force``.
+5. As root only: a backup ``daemon.json.hookcage-<UTC>.bak``, an atomic write
+   (temporary file, fsync, rename, fsync of the directory), ``SIGHUP`` to
+   dockerd (a reload: running containers and other clients are not touched),
+   then wait until the engine lists ``runsc``. When it does not, the backup is
+   put back (and dockerd reloaded again): the file is never left in a state
+   the engine refused.
+6. A tiny network-less container under runsc answers ``uname -r`` (gVisor's
+   kernel, not the host's).
+
+Running it again changes nothing. The engine side is a :class:`Engine` so the
+file handling is tested without a dockerd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from executor.errors import HookcageError
+from executor.sandbox.runtimes import (
+    GVISOR_RUNTIME,
+    DaemonJsonError,
+    merge_runtime,
+    parse_daemon_json,
+    render_daemon_json,
+    runtime_entry,
+)
+
+DEFAULT_DAEMON_JSON = Path("/etc/docker/daemon.json")
+PID_FILE = Path("/var/run/docker.pid")
+RELOAD_WAIT = 30.0
+"""Seconds to wait for the engine to list runsc after SIGHUP."""
+
+
+class SetupError(HookcageError):
+    """``hookcage setup`` refused or failed; the message says what and how to fix it."""
+
+
+class Engine(Protocol):
+    """The engine side of the set-up (the real one: :class:`LocalDockerd`)."""
+
+    def refusal(self) -> str:
+        """Why runtimes cannot be registered here (Podman, remote engine, no dockerd), or ``""``."""
+
+    def config_file(self) -> Path:
+        """The ``daemon.json`` dockerd reads."""
+
+    def runtimes(self) -> list[str]:
+        """The runtimes the engine lists now."""
+
+    def reload(self) -> None:
+        """Make the engine read its ``daemon.json`` again (SIGHUP)."""
+
+    def kernel(self, runtime: str | None) -> str:
+        """``uname -r`` in a tiny network-less container under ``runtime`` (the engine's default: None)."""
+
+
+@dataclass
+class Outcome:
+    """What :func:`setup_runsc` did, as lines for the user."""
+
+    lines: list[str] = field(default_factory=list)
+    changed: bool = False
+    backup: Path | None = None
+
+    def say(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise SetupError(f"{path}: not valid JSON (not UTF-8 text): left untouched; fix it first") from None
+    except OSError as exc:
+        raise SetupError(f"{path}: cannot be read: {exc.strerror}") from None
+
+
+def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``text`` in one step: temp file in the same directory, fsync, rename, fsync dir.
+
+    A reader (dockerd) sees the old file or the new one, never half of one.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def backup_path(path: Path, now: datetime | None = None) -> Path:
+    """``daemon.json.hookcage-20261124T073000Z.bak`` next to ``path`` (a new name if that exists)."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    candidate = path.with_name(f"{path.name}.hookcage-{stamp}.bak")
+    n = 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.hookcage-{stamp}-{n}.bak")
+    return candidate
+
+
+def diff(path: Path, old: str, new: str) -> str:
+    """A unified diff of the file's text, as ``--dry-run`` shows it."""
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile=str(path), tofile=f"{path} (after hookcage setup runsc)")
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return text
+
+
+def setup_runsc(
+    engine: Engine,
+    *,
+    runsc: str | None,
+    daemon_json: Path | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    is_root: bool | None = None,
+    wait: float = RELOAD_WAIT,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Outcome:
+    """Register ``runsc`` with ``engine`` (see the module's docstring for the steps).
+
+    Args:
+        engine: the engine (:class:`LocalDockerd` for this machine's dockerd).
+        runsc: the path of the installed runsc (``shutil.which("runsc")``); None: not installed.
+        daemon_json: the file to edit; the engine's own when None.
+        force: replace a ``runsc`` entry with other settings.
+        dry_run: only show the diff.
+        is_root: whether this process may write the file and signal dockerd
+            (``os.geteuid() == 0`` when None).
+
+    Raises:
+        SetupError: a refusal or a failed reload (one line, what and how to fix).
+    """
+    if not runsc:
+        raise SetupError("runsc (gVisor) is not installed: apt-get install runsc, then hookcage setup runsc")
+    runsc = os.path.realpath(runsc) if os.path.isabs(runsc) else runsc
+    why_not = engine.refusal()
+    if why_not:
+        raise SetupError(why_not)
+    path = daemon_json or engine.config_file()
+    old_text = _read(path)
+    try:
+        config = parse_daemon_json(old_text or "")
+        merge = merge_runtime(config, GVISOR_RUNTIME, runtime_entry(runsc), force=force)
+    except DaemonJsonError as exc:
+        raise SetupError(f"{path}: {exc}: left untouched; fix it first") from None
+    if merge.conflict:
+        raise SetupError(f"{path} already registers runsc with other settings ({merge.conflict}): "
+                         "left as it is; hookcage setup runsc --force replaces that entry")
+    listed = GVISOR_RUNTIME in engine.runtimes()
+    out = Outcome()
+    if not merge.changed and listed:
+        out.say(f"runsc ({runsc}) is already registered in {path} and the engine lists it: nothing changed")
+        if not dry_run:
+            _verify(engine, out)
+        return out
+    if merge.changed and listed and GVISOR_RUNTIME not in config.get("runtimes", {}):
+        # dockerd --add-runtime runsc=...: the same name in daemon.json too would make the reload fail.
+        raise SetupError(f"the engine already has a runtime named runsc, registered outside {path} "
+                         "(dockerd --add-runtime?): left as it is")
+    new_text = render_daemon_json(merge.config) if merge.changed else (old_text or "")
+    if dry_run:
+        if merge.changed:
+            out.say(diff(path, old_text or "", new_text).rstrip("\n"))
+            out.say(f"dry run: {path} not changed, dockerd not reloaded")
+        else:
+            out.say(f"dry run: {path} already registers runsc; dockerd would be reloaded (the engine does not "
+                    "list runsc yet)")
+        return out
+    if not (os.geteuid() == 0 if is_root is None else is_root):
+        raise SetupError(f"registering runsc writes {path} and reloads dockerd: run it as root "
+                         "(sudo hookcage setup runsc), or --dry-run to see the change")
+    if merge.changed:
+        mode = 0o644
+        if old_text is not None:
+            mode = path.stat().st_mode & 0o7777
+            out.backup = backup_path(path)
+            shutil.copy2(path, out.backup)
+            out.say(f"backed up {path} to {out.backup}")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, new_text, mode)
+        out.changed = True
+        replaced = " (replacing the entry that was there)" if merge.replaced else ""
+        out.say(f"added runtimes.runsc = {{path: {runsc}, runtimeArgs: [--network=none]}} to {path}"
+                f"{replaced}; every other key kept")
+    engine.reload()
+    deadline = time.monotonic() + wait
+    while GVISOR_RUNTIME not in engine.runtimes():
+        if time.monotonic() >= deadline:
+            what = "put back as it was" if out.changed else "left as it is"
+            _put_back(engine, path, old_text, out)
+            raise SetupError(f"dockerd was reloaded but does not list runsc after {wait:g} s (see its log: "
+                             f"journalctl -u docker); {path} {what}")
+        sleep(0.2)
+    out.say("reloaded dockerd (SIGHUP; running containers untouched): the engine lists runsc")
+    _verify(engine, out)
+    return out
+
+
+def _put_back(engine: Engine, path: Path, old_text: str | None, out: Outcome) -> None:
+    """Undo this run's write after a reload that did not take (dockerd refused the file)."""
+    if not out.changed:
+        return
+    if old_text is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    else:
+        write_atomically(path, old_text, path.stat().st_mode & 0o7777)
+    out.changed = False
+    with contextlib.suppress(HookcageError, OSError):
+        engine.reload()
+
+
+def _verify(engine: Engine, out: Outcome) -> None:
+    try:
+        host = engine.kernel(None)
+        gvisor = engine.kernel(GVISOR_RUNTIME)
+    except HookcageError as exc:
+        raise SetupError(f"runsc is registered, but a container under it did not answer: {exc}") from None
+    if gvisor == host:
+        raise SetupError(f"runsc is registered, but a container under it reports the host's kernel {host}: "
+                         "it is not gVisor")
+    out.say(f"checked: a network-less container under runsc answers uname -r = {gvisor} "
+            f"(gVisor's kernel; the host's is {host})")
+
+
+# --------------------------------------------------------------------------
+# This machine's dockerd
+# --------------------------------------------------------------------------
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def dockerd_pid(pid_file: Path = PID_FILE) -> int | None:
+    """dockerd's pid: from its pid file when that names a live dockerd, else the one process named dockerd."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(pid_file.read_text().strip())
+        if _comm(pid) == "dockerd":
+            return pid
+    found = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _comm(int(p.name)) == "dockerd"]
+    return found[0] if len(found) == 1 else None
+
+
+def config_file_of(pid: int) -> Path | None:
+    """The ``--config-file`` dockerd was started with, if any."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace").split("\0")
+    except OSError:
+        return None
+    for i, arg in enumerate(args):
+        if arg == "--config-file" and i + 1 < len(args):
+            return Path(args[i + 1])
+        if arg.startswith("--config-file="):
+            return Path(arg.split("=", 1)[1])
+    return None
+
+
+class LocalDockerd:
+    """This machine's dockerd, reached through ``DOCKER_HOST`` (a local unix socket)."""
+
+    def __init__(self, client: Any | None = None) -> None:
+        from executor.sandbox.docker import default_client
+
+        self.client = client or default_client()
+        self.pid = dockerd_pid()
+
+    def refusal(self) -> str:
+        from executor.sandbox.docker import BACKEND_ERRORS, engine_url
+
+        url = engine_url(self.client)
+        try:
+            version = self.client.version()
+        except BACKEND_ERRORS as exc:
+            return f"the engine at {url} did not answer: {exc}"
+        components = " ".join(str(c.get("Name", "")) for c in version.get("Components") or [])
+        platform = str((version.get("Platform") or {}).get("Name", ""))
+        if "podman" in (components + " " + platform).lower():
+            return (f"the engine at {url} is Podman: hookcage cannot register runsc there "
+                    "(add it to containers.conf's [engine.runtimes] yourself)")
+        if not url.startswith("unix://"):
+            return (f"the engine at {url} is not on this machine: register runsc on its host "
+                    "(hookcage setup runsc there)")
+        if self.pid is None:
+            return (f"no dockerd process found on this machine for {url} (rootless or in another namespace?): "
+                    "register runsc in that dockerd's daemon.json yourself")
+        return ""
+
+    def config_file(self) -> Path:
+        return (config_file_of(self.pid) if self.pid else None) or DEFAULT_DAEMON_JSON
+
+    def runtimes(self) -> list[str]:
+        from executor.sandbox.docker import engine_info
+
+        return engine_info(self.client)["runtimes"]
+
+    def reload(self) -> None:
+        if self.pid is None:
+            raise SetupError("no dockerd process to reload")
+        try:
+            os.kill(self.pid, signal.SIGHUP)
+        except OSError as exc:
+            raise SetupError(f"cannot signal dockerd (pid {self.pid}): {exc.strerror}") from None
+
+    def kernel(self, runtime: str | None) -> str:
+        from executor.sandbox import orphans
+        from executor.sandbox.base import RunRequest, SandboxOptions
+        from executor.sandbox.docker import DockerSandbox, engine_info
+
+        if runtime is None:
+            return engine_info(self.client)["kernel"]
+        sandbox = DockerSandbox(runtime=runtime, client=self.client, reap_on_start=False, memory="128m",
+                                path_map={})
+        labels = {orphans.OWNER_LABEL: orphans.owner_value(), "hookcage.probe": "runtime"}
+        session = os.environ.get("HOOKCAGE_TEST_SESSION")
+        if session:  # the test suite counts its own containers by this label
+            labels["hookcage.test-session"] = session
+        result = sandbox.run(RunRequest(command="uname -r", cwd="/tmp", project_dir="/", timeout=60,
+                                        options=SandboxOptions(workspace="none"), labels=labels, warm=False))
+        said = result.stdout.decode("utf-8", "replace").strip()
+        if result.exit_code != 0 or not said:
+            err = result.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise SetupError(f"exit {result.exit_code}" + (f": {err[-1][:200]}" if err else ""))
+        return said
