@@ -180,6 +180,41 @@ class Bench:
         for (name, _, target), taken in zip(paths, samples, strict=True):
             self.rows.append((name, taken, target))
 
+    def tls(self) -> None:
+        """Cold and warm runs against the same engine behind TLS: Debian's stunnel4 in front of its
+        socket (a client certificate required), reached as ``tcp://`` with ``DOCKER_TLS_VERIFY``."""
+        from executor.sandbox.docker import DockerSandbox, default_client
+        from executor.sandbox.pool import PooledDockerSandbox
+
+        names = ("in-process cold over TLS (tcp://, stunnel)", "in-process warm over TLS (tcp://, stunnel, pool, pre-started)")
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+        try:
+            from stunnel_support import StunnelEngine, stunnel_binary
+        except ImportError as exc:
+            self.rows.extend((name, None, f"n/a ({exc})") for name in names)
+            return
+        if stunnel_binary() is None:
+            self.rows.extend((name, None, "n/a (stunnel4 not installed: apt-get install stunnel4)") for name in names)
+            return
+        ro = self.request()
+        with StunnelEngine() as tunnel:
+            client = default_client(environ=tunnel.client_env())
+            with DockerSandbox(client=client, reap_on_start=False, runtime="runc") as cold, \
+                    PooledDockerSandbox(client=client, reap_on_start=False, pool_size=2, runtime="runc") as warm:
+                warm.prewarm(ro, wait=60)
+                cold_ms = timed(lambda: cold.run(ro), self.runs)
+                warm_ms: list[float] = []
+                for _ in range(self.runs + 2):
+                    settle(warm, 2)
+                    clock = time.perf_counter()
+                    _, path = warm.run_with_path(ro)
+                    if path == "warm":
+                        warm_ms.append((time.perf_counter() - clock) * 1000)
+                warm_ms = warm_ms[2:]
+            client.close()
+        self.rows.append((names[0], cold_ms, ""))
+        self.rows.append((names[1], warm_ms or None, "" if warm_ms else "n/a: no run went warm"))
+
     def console_script(self) -> str | None:
         """The interpreter's own ``hookcage`` script (a pyenv shim on PATH adds a bash start-up)."""
         own = Path(sys.executable).parent / "hookcage"
@@ -485,7 +520,7 @@ def main() -> int:
                         help="how long 4 agents send events through the TCP service (default 30)")
     args = parser.parse_args()
     bench = Bench(args.runs, args.seconds, args.load_seconds)
-    for step in (bench.paths, bench.startup, bench.spawned,
+    for step in (bench.paths, bench.tls, bench.startup, bench.spawned,
                  bench.five_hooks, bench.throughput, bench.pooled_memory, bench.remote_load):
         step()
         print(".", end="", file=sys.stderr, flush=True)
