@@ -189,8 +189,9 @@ class DockerSandbox(Sandbox):
                     self.profile = replace(self.profile, paths=with_resolved_keys(self._paths, os.path.realpath))
                 self._paths_applied = True
             if self.profile.runtime is None:
-                # Once per sandbox (one /info call, not one per run): what `auto` is on this engine.
-                self.profile = replace(self.profile, runtime=_engine_runtime(self._client, self._runtime_setting))
+                # Once per sandbox: what `auto` is on this engine (its traits: on Podman, only runtimes it has).
+                self.profile = replace(self.profile, runtime=resolve_runtime(
+                    self._runtime_setting, list(self._traits.runtimes), self._traits.default_runtime))
             return self._client
 
     def runtime(self) -> str:
@@ -354,19 +355,6 @@ class DockerSandbox(Sandbox):
             if self._owns_client and self._client is not None:
                 self._client.close()
                 self._client = None
-
-
-def _engine_runtime(client: docker.APIClient, setting: str | None) -> str:
-    """What the ``runtime`` setting resolves to on this engine (:func:`resolve_runtime`; one ``/info`` call).
-
-    Raises:
-        SandboxUnavailable: the engine cannot be reached.
-    """
-    try:
-        info = retry_transient(client.info)
-    except BACKEND_ERRORS as exc:
-        raise map_engine_error(exc, step="describe", url=engine_url(client)) from exc
-    return resolve_runtime(setting, sorted(info.get("Runtimes") or {}), str(info.get("DefaultRuntime") or ""))
 
 
 def _seccomp_for(traits: EngineTraits) -> str | None:
