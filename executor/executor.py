@@ -65,8 +65,6 @@ from executor.dialects.base import HookInput
 from executor.errors import HookcageError, SandboxError, TrustStoreError
 from executor.gates.allowlist import AllowCheck, AllowList, check_command, literal_words
 from executor.gates.trust import (
-    GVISOR_ISOLATION,
-    ISOLATION_KEY,
     FileState,
     TrustRecord,
     TrustStore,
@@ -80,7 +78,6 @@ from executor.runlog import append_records, claim_once
 from executor.sandbox import homes, orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.depcache import DepCache, RunSetup, package_words, run_setup
-from executor.sandbox.runtimes import isolation
 from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
@@ -460,18 +457,15 @@ class HookExecutor:
         files = self._with_dependency_files(files, root)
         options = hook.sandbox
         sandbox = self._sandbox(options.backend)
-        image = sandbox.image_identity(options.image)
         profile: dict[str, Any] = {
-            "backend": options.backend, "image": image, "workspace": options.workspace,
+            "backend": options.backend, "workspace": options.workspace,
             "network": options.network, "mounts": list(options.mounts), "env": dict(hook.env),
             "memory": options.memory, "cpus": options.cpus, "pids": options.pids,
             "timeout": hook.timeout,
+            # The backend's own keys (registry.Backend.profile): the image's id; for docker under
+            # gVisor, "isolation" (absent under a shared kernel, so those hashes are as before).
+            **registry.backend(options.backend).trust_profile(sandbox, options),
         }
-        runtime = sandbox.runtime()
-        if runtime is not None and isolation(runtime) == GVISOR_ISOLATION:
-            # Only under gVisor (so a shared kernel's hash is what it was before runtimes were
-            # covered): a review here does not cover a run under a shared kernel (gates.trust).
-            profile[ISOLATION_KEY] = GVISOR_ISOLATION
         if options.home != "tmp":  # only when asked: records of hooks without it keep their hash
             profile["home"] = options.home
         needs = find_needs(files)

@@ -276,6 +276,7 @@ register(Backend(
     ),
     profile=(
         image_part,
+        lazy("executor.sandbox.runtimes:isolation_part"),
     ),
 ))
 

@@ -103,13 +103,23 @@ def test_the_trust_profile_of_a_backend_is_its_parts_merged() -> None:
         def run(self, request: RunRequest) -> RunResult:
             raise AssertionError
 
+        def __init__(self, runtime: str | None = None) -> None:
+            self._runtime = runtime
+
         def image_identity(self, image: str | None) -> str:
             return f"sha256:{image}"
+
+        def runtime(self) -> str | None:
+            return self._runtime
 
     host = registry.backend("host")
     assert host.trust_profile(HostSandbox(), SandboxOptions(backend="host")) == {"image": "host"}
     docker = registry.backend("docker")
     assert docker.trust_profile(Images(), SandboxOptions(image="x")) == {"image": "sha256:x"}
+    # Under gVisor the isolation enters the hash; under a shared kernel the key stays absent (hashes as before).
+    assert docker.trust_profile(Images("runsc"), SandboxOptions(image="x")) == {"image": "sha256:x",
+                                                                               "isolation": "gvisor"}
+    assert docker.trust_profile(Images("runc"), SandboxOptions(image="x")) == {"image": "sha256:x"}
 
 
 def test_check_lines_keep_the_doctor_format() -> None:
