@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, TypedDict
+from typing import Any, TypeAlias, TypedDict
 
 import docker  # type: ignore[import-untyped, unused-ignore]
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
@@ -34,9 +34,9 @@ from executor.sandbox.engines import (
 
 logger = logging.getLogger(__name__)
 
-APIClient = docker.APIClient
+APIClient: TypeAlias = docker.APIClient
 """docker-py's low-level client (for modules outside this package: they never import docker-py)."""
-DockerClient = docker.DockerClient
+DockerClient: TypeAlias = docker.DockerClient
 """docker-py's high-level client (idem)."""
 
 DEFAULT_API_TIMEOUT = 10.0
