@@ -215,6 +215,66 @@ class Bench:
         self.rows.append((names[0], cold_ms, ""))
         self.rows.append((names[1], warm_ms or None, "" if warm_ms else "n/a: no run went warm"))
 
+    def podman(self) -> None:
+        """Cold and warm runs on Podman's Docker-compatible API: a rootful ``podman system service`` started
+        here on a private socket and storage (as the tests start it), the image loaded from this engine;
+        a rootless one is only asked whether it can hold the limits (where it cannot, hooks are refused)."""
+        from executor.sandbox.docker import DockerSandbox, engine_traits
+        from executor.sandbox.engines import limits_refusal
+        from executor.sandbox.pool import PooledDockerSandbox
+
+        names = ("in-process cold, Podman rootful", "in-process warm, Podman rootful")
+        rootless_names = ("in-process cold, Podman rootless", "in-process warm, Podman rootless (pool, pre-started)")
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+        try:
+            from podman_support import PODMAN, PodmanService
+        except ImportError as exc:
+            self.rows.extend((name, None, f"n/a ({exc})") for name in (*names, *rootless_names))
+            return
+        if PODMAN is None or os.geteuid() != 0:
+            why = "podman not installed: apt-get install podman uidmap catatonit" if PODMAN is None else "needs root"
+            self.rows.extend((name, None, f"n/a ({why})") for name in (*names, *rootless_names))
+            return
+        ro = self.request()
+        service = PodmanService(rootless=False)
+        try:
+            service.start()
+            service.load_image(self.client, self.image)
+            with DockerSandbox(client=service.client, reap_on_start=False, runtime="auto") as cold, \
+                    PooledDockerSandbox(client=service.client, reap_on_start=False, pool_size=2,
+                                        runtime="auto") as warm:
+                runtime = cold.runtime()
+                warm.prewarm(ro, wait=60)
+                cold_ms = timed(lambda: cold.run(ro), self.runs)
+                warm_ms: list[float] = []
+                for _ in range(self.runs + 2):
+                    settle(warm, 2)
+                    clock = time.perf_counter()
+                    _, path = warm.run_with_path(ro)
+                    if path == "warm":
+                        warm_ms.append((time.perf_counter() - clock) * 1000)
+                warm_ms = warm_ms[2:]
+            self.rows.append((f"{names[0]} ({runtime})", cold_ms, ""))
+            self.rows.append((f"{names[1]} ({runtime}, pool, pre-started)", warm_ms or None,
+                              "" if warm_ms else "n/a: no run went warm"))
+        except Exception as exc:  # a bench prints what it could not measure
+            self.rows.extend((name, None, f"n/a ({' '.join(str(exc).split())[:160]})") for name in names)
+        finally:
+            left = service.stop()
+            if left:
+                self.wrong += 1
+                self.extra.append(("containers left in Podman (removed)", ", ".join(left)))
+        rootless = PodmanService(rootless=True)
+        try:
+            rootless.start()
+            refusal = limits_refusal(engine_traits(rootless.client), rootless.url)
+            why = "refused: cannot enforce the limits here (cgroup v1)" if refusal else "not measured"
+        except Exception as exc:
+            why = f"did not start: {' '.join(str(exc).split())[:120]}"
+        finally:
+            rootless.stop()
+        self.rows.extend((name, None, f"n/a ({why})") for name in rootless_names)
+
     def console_script(self) -> str | None:
         """The interpreter's own ``hookcage`` script (a pyenv shim on PATH adds a bash start-up)."""
         own = Path(sys.executable).parent / "hookcage"
@@ -520,7 +580,7 @@ def main() -> int:
                         help="how long 4 agents send events through the TCP service (default 30)")
     args = parser.parse_args()
     bench = Bench(args.runs, args.seconds, args.load_seconds)
-    for step in (bench.paths, bench.tls, bench.startup, bench.spawned,
+    for step in (bench.paths, bench.tls, bench.podman, bench.startup, bench.spawned,
                  bench.five_hooks, bench.throughput, bench.pooled_memory, bench.remote_load):
         step()
         print(".", end="", file=sys.stderr, flush=True)
