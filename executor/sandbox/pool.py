@@ -16,14 +16,14 @@ How a warm run works:
 3. ``run`` takes a ready container of the request's key (never waiting: with
    none ready it runs cold and the pool refills behind it), writes the
    reviewed bytes of any overlays into the container's own read-only
-   overlay files, and sends the job (``encode_job``, which counts the bytes
-   of stdin) followed by the hook's stdin. The connection's write side is
-   never shut down: the hook's end-of-input comes from the count (``head
-   -c``), so the same framing works over TLS, where a half-close may not get
-   through to the engine.
+   overlay files, and sends the job (``encode_job``) followed by the hook's
+   stdin, then end-of-input (a half-close). Over TLS, where a half-close may
+   not get through to the engine, the job counts the bytes of stdin instead
+   and the hook gets exactly those (``head -c``), then end-of-input; the
+   connection's write side is never shut down.
 4. The bootstrap checks its overlays are still in place, ``cd``s, prints an
    acknowledgement line on stdout and runs ``/bin/sh -c COMMAND`` through
-   ``env NAME=VALUE ...`` with the counted bytes of stdin. When it exits, the
+   ``env NAME=VALUE ...`` with the rest of stdin (over TLS, the counted bytes). When it exits, the
    bootstrap kills every other process left in the container (as the end
    of a cold run's init does), then prints an end marker with the job's
    nonce, the exit status and the cgroup's OOM-kill count on stdout AND
@@ -127,7 +127,6 @@ from executor.sandbox.docker import (
     self_ending,
     staged_tree,
 )
-from executor.sandbox.docker.profile import COUNTED_STDIN_PIDS
 from executor.sandbox.pathcheck import WORKSPACE_PROBE_LABEL
 from executor.sandbox.poolbook import (
     TAKE_MARGIN,
@@ -174,12 +173,12 @@ def pump_job(
     stderr: CappedBuffer,
     *,
     until_eof: bool = False,
+    end_input: bool = True,
 ) -> JobEnd:
-    """Send ``data`` (the job and the hook's stdin), reading the output.
+    """Send ``data`` (the job and the hook's stdin) then, with ``end_input``, half-close, reading the output.
 
-    The write side stays open: the job counts its stdin (the bootstrap gives
-    the hook exactly that many bytes), so no half-close is needed, and none is
-    made (under TLS it may not reach the engine: see ``encode_job``).
+    Without ``end_input`` the write side stays open: a job that counts its
+    stdin (over TLS, where a half-close may not reach the engine) needs none.
 
     Like the cold path's ``pump``, but the run is over as soon as ``reader``
     has both end markers: no wait for the stream to end. With ``until_eof``
@@ -204,7 +203,7 @@ def pump_job(
             stderr.add(piece)
         return reader.done and not until_eof
 
-    end = pump_frames(sock, data, deadline, take, end_input=False)
+    end = pump_frames(sock, data, deadline, take, end_input=end_input)
     if end == "stopped":
         return "done"
     if end == "deadline":
@@ -502,8 +501,9 @@ class PooledDockerSandbox(DockerSandbox):
                 return None
             nonce = secrets.token_hex(NONCE_BYTES)
             # The command the cold path runs: it ends its container by itself past its timeout.
+            counted = self.profile.counted_stdin  # over TLS: no half-close, the job counts its stdin
             job = encode_job(nonce, create["working_dir"], self_ending(request.command, request.timeout),
-                             create["environment"], len(request.stdin))
+                             create["environment"], len(request.stdin) if counted else None)
             reader = JobReader(nonce)
             stdout = CappedBuffer(request.output_cap)
             stderr = CappedBuffer(request.output_cap)
@@ -518,6 +518,7 @@ class PooledDockerSandbox(DockerSandbox):
                 stdout,
                 stderr,
                 until_eof=writable,
+                end_input=not counted,
             )
             # The bootstrap exits right after its markers: removing it once it
             # has costs the engine far less than removing it running.
@@ -665,11 +666,13 @@ class PooledDockerSandbox(DockerSandbox):
                     # be running): the next `hookcage serve` or `gc` removes them at once.
                     orphans.OWNER_LABEL: orphans.owner_value(),
                 }
-                # The bootstrap waits in the container while the hook runs, and
-                # `head` feeds the hook's stdin (from a subshell that exits at
-                # once): three more processes, so that the hook's own budget is
-                # the cold one (whose counted stdin, over TLS, has as many).
-                host["pids_limit"] += 0 if self.profile.counted_stdin else COUNTED_STDIN_PIDS
+                # The bootstrap waits in the container while the hook runs: one
+                # more process, so that the hook's own budget is the cold one.
+                # Over TLS it also feeds the hook's stdin with `head` (from a
+                # subshell that exits at once): as many as the cold path's
+                # counted stdin, already in the cold arguments.
+                if not self.profile.counted_stdin:
+                    host["pids_limit"] += 1
                 created = client.create_container(
                     host_config=host_config(client, host), **args
                 )

@@ -43,8 +43,7 @@ IFS= read -r _hc_nenv || exit 0
 IFS= read -r _hc_nin || exit 0
 case $_hc_nonce in '' | *[!0-9a-f]*) exit 0 ;; esac
 case $_hc_nenv in '' | *[!0-9]*) exit 0 ;; esac
-case $_hc_nin in '' | *[!0-9]*) exit 0 ;; esac
-if [ "$_hc_nin" != 0 ]; then command -v head >/dev/null 2>&1 || exit 0; fi
+case $_hc_nin in - | 0) ;; '' | *[!0-9]*) exit 0 ;; *) command -v head >/dev/null 2>&1 || exit 0 ;; esac
 _hc_field() {
     IFS= read -r _hc_n || exit 0
     case $_hc_n in '' | *[!0-9]*) exit 0 ;; esac
@@ -86,7 +85,9 @@ cd -P -- "$_hc_d" 2>/dev/null || exit 0
 if [ -n "$_hc_o" ]; then OLDPWD=$_hc_ov; else unset OLDPWD; fi
 unset SHLVL
 printf 'hookcage-job %s\n' "$_hc_nonce"
-if [ "$_hc_nin" = 0 ]; then
+if [ "$_hc_nin" = - ]; then
+    env -- "$@" /bin/sh -c "$_hc_c"
+elif [ "$_hc_nin" = 0 ]; then
     : | env -- "$@" /bin/sh -c "$_hc_c"
 else
     (exec 3<&0; head -c "$_hc_nin" <&3 3<&- &) | env -- "$@" /bin/sh -c "$_hc_c"
@@ -119,7 +120,10 @@ a child (``read`` reads byte by byte: nothing past the line is consumed);
 nothing is ever signalled or waited for with the ``wait`` builtin, which
 dash can miss a child's exit in.
 
-The hook's stdin is exactly the bytes the job header counts, sent right after the
+The hook's stdin is the rest of the bootstrap's (up to the end of input the
+pool makes by half-closing the connection) when the job's stdin length is
+``-`` (an engine on a unix socket: the hook sees what a cold run's sees), or,
+over TLS, exactly the bytes the job header counts, sent right after the
 job: ``head -c N`` (coreutils and busybox) copies them into a pipe and ends
 it, so the hook sees end-of-input without the stream itself ever ending
 (over TLS the client cannot half-close its side of the engine's attach
@@ -168,12 +172,14 @@ def _field(value: str) -> bytes:
     return str(len(lines)).encode() + b"\n" + b"".join(line + b"\n" for line in lines)
 
 
-def encode_job(nonce: str, cwd: str, command: str, env: Mapping[str, str], stdin_length: int = 0) -> bytes:
+def encode_job(nonce: str, cwd: str, command: str, env: Mapping[str, str],
+               stdin_length: int | None = None) -> bytes:
     """The bytes that hand one job to the bootstrap (sent right before the hook's stdin).
 
     Four header lines (``hookcage-job/2``, the nonce, the number of
     environment entries, the length in bytes of the hook's stdin that
-    follows the job), then fields: the working directory, the command,
+    follows the job, or ``-`` when ``stdin_length`` is None: until end of
+    input, which the sender makes by half-closing), then fields: the working directory, the command,
     then the ``NAME=VALUE`` entries. A field is its number of lines and
     those lines: ``read -r`` takes them back without any decoding, and no
     value is ever part of the script's text. The hook's stdin is sent
@@ -183,14 +189,15 @@ def encode_job(nonce: str, cwd: str, command: str, env: Mapping[str, str], stdin
         ValueError: a nonce that is not lowercase hex, a NUL byte anywhere, or
             a negative stdin length.
     """
-    if stdin_length < 0:
+    if stdin_length is not None and stdin_length < 0:
         raise ValueError("the stdin length cannot be negative")
     if not re.fullmatch(r"[0-9a-f]{8,64}", nonce):
         raise ValueError("the nonce must be 8 to 64 lowercase hex digits")
     entries = [f"{name}={value}" for name, value in env.items()]
     if any("\0" in text for text in (cwd, command, *entries)):
         raise ValueError("a job field holds a NUL byte")
-    header = f"{JOB_TAG}\n{nonce}\n{len(entries)}\n{stdin_length}\n".encode()
+    length = "-" if stdin_length is None else str(stdin_length)
+    header = f"{JOB_TAG}\n{nonce}\n{len(entries)}\n{length}\n".encode()
     return header + b"".join(_field(text) for text in (cwd, command, *entries))
 
 

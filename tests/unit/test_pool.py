@@ -89,7 +89,8 @@ def decode_job(data: bytes) -> tuple[str, str, str, list[str], bytes]:
     cwd, command = field(), field()
     env = [field() for _ in range(int(count))]
     stdin = data[consumed:]
-    assert int(length) == len(stdin)  # the bootstrap feeds the hook exactly that many bytes
+    if length != b"-":  # "-": until end of input; else the bootstrap feeds the hook exactly that many bytes
+        assert int(length) == len(stdin)
     return nonce.decode(), cwd, command, env, stdin
 
 
@@ -115,7 +116,8 @@ def test_any_value_comes_back_exactly(value: str) -> None:
 
 
 def test_a_newline_in_a_value_is_a_line_count_not_an_escape() -> None:
-    assert encode_job(NONCE, "/", "a\nb\n", {}) == f"hookcage-job/2\n{NONCE}\n0\n0\n1\n/\n3\na\nb\n\n".encode()
+    assert encode_job(NONCE, "/", "a\nb\n", {}) == f"hookcage-job/2\n{NONCE}\n0\n-\n1\n/\n3\na\nb\n\n".encode()
+    assert encode_job(NONCE, "/", "x", {}, 0).startswith(f"hookcage-job/2\n{NONCE}\n0\n0\n".encode())
 
 
 @pytest.mark.parametrize(
@@ -322,10 +324,11 @@ def test_reader_partial_acknowledgement_at_eof_is_output() -> None:
 
 
 def pump(
-    ours: socket.socket, data: bytes, timeout: float = 5.0, *, until_eof: bool = False
+    ours: socket.socket, data: bytes, timeout: float = 5.0, *, until_eof: bool = False, end_input: bool = True
 ) -> tuple[str, JobReader, bytes, bytes]:
     reader, out, err = JobReader(NONCE), CappedBuffer(1 << 20), CappedBuffer(1 << 20)
-    end = pump_job(ours, data, time.monotonic() + timeout, reader, out, err, until_eof=until_eof)
+    end = pump_job(ours, data, time.monotonic() + timeout, reader, out, err, until_eof=until_eof,
+                   end_input=end_input)
     return end, reader, out.getvalue(), err.getvalue()
 
 
@@ -343,7 +346,7 @@ def test_pump_returns_on_both_markers_without_waiting_for_the_stream_to_end(
     engine = FakeEngine(theirs, reply, keep_open=True, stdin_length=len(job))
     engine.start()
     began = time.monotonic()
-    end, reader, out, err = pump(ours, job)
+    end, reader, out, err = pump(ours, job, end_input=False)  # a counted job (over TLS)
     assert end == "done" and time.monotonic() - began < 2  # the socket is still open
     assert (out, err) == (b"stdin bytes", b"engine note\n")
     assert reader.status == 0
@@ -778,16 +781,21 @@ class FakeContainer:
     def _bootstrap(self) -> None:
         time.sleep(0.05)  # starting takes a while, as with a real engine
         self.engine.sendall(frame(STDOUT, READY_LINE))
-        data = b""
-        while True:  # the job, then as many bytes of stdin as it counts: no end of input comes
+        data, complete = b"", False
+        while True:  # the job, then its stdin: as many bytes as it counts, or up to our half-close ("-")
             with contextlib.suppress(StopIteration, AssertionError, ValueError):
-                nonce, cwd, command, env, stdin = decode_job(data)
-                break
+                decode_job(data)
+                complete = True
+                if data.split(b"\n", 4)[3] != b"-":
+                    break
             chunk = self.engine.recv(65536)
             if not chunk:
-                self.exit_code = 0
-                return
+                break
             data += chunk
+        if not complete:
+            self.exit_code = 0
+            return
+        nonce, cwd, command, env, stdin = decode_job(data)
         out = stdin + f"warm:{hook_of(command)} in {cwd} with {sorted(env)} from {self.id}\n".encode()
         end = marker(0, 0, nonce=nonce)
         self.engine.sendall(frame(STDOUT, ACK.replace(NONCE.encode(), nonce.encode()) + out))
