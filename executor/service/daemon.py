@@ -325,6 +325,11 @@ class _Shared(Sandbox):
     def image_identity(self, image: str | None) -> str:
         return self.inner.image_identity(image)
 
+    def runtime(self) -> str | None:
+        # Part of the trust profile (gVisor or not): as the in-process executor sees it, or no daemon
+        # run under gVisor would match a review made with `hookcage trust`.
+        return self.inner.runtime()
+
 
 def pooled_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
     """The daemon's sandboxes: each backend's ``pooled`` variant (:mod:`executor.sandbox.registry`).

@@ -139,3 +139,27 @@ def test_health_shows_the_pools_counters(tmp_path: Path) -> None:
                                  "creation_failures": 0, "ready": 0}
     finally:
         daemon.close()
+
+
+def test_a_lent_shared_sandbox_has_the_trust_profile_of_the_one_it_lends(tmp_path: Path) -> None:
+    """A daemon run's trust profile is the in-process one: gVisor's ``isolation`` key included (it was lost)."""
+    from executor.sandbox import registry
+    from executor.sandbox.base import SandboxOptions
+
+    class UnderGVisor(Recorded):
+        def image_identity(self, image: str | None) -> str:
+            return "sha256:runner"
+
+        def runtime(self) -> str | None:
+            return "runsc"
+
+    daemon = Daemon(tmp_path / "sock", sandbox_factory=lambda backend, settings: UnderGVisor(settings),
+                    home=tmp_path / "home")
+    try:
+        lent = daemon._factory_for({})("docker", load_settings())
+        assert lent is not daemon.shared_sandbox("docker", load_settings()) and lent.runtime() == "runsc"
+        docker = registry.backend("docker")
+        assert docker.trust_profile(lent, SandboxOptions()) == docker.trust_profile(
+            UnderGVisor(load_settings()), SandboxOptions()) == {"image": "sha256:runner", "isolation": "gvisor"}
+    finally:
+        daemon.close()
