@@ -34,6 +34,8 @@ GAP = 0.5
 """Seconds left between two timed runs of a warm path (untimed): as between an
 agent's tool calls, so that the pool has replaced the container just used."""
 QUIET = 0.3
+RUNTIME = "runc"
+"""The runtime of every row but the gVisor ones (``auto`` would pick runsc where it is registered)."""
 """Seconds left (untimed) before each path of a round."""
 PIP_SCRIPT = """# -*- coding: utf-8 -*-
 import re
@@ -138,11 +140,18 @@ class Bench:
                "--label", "hookcage.managed=true", self.image, "sh", "-c", HOOK]
         ro = self.request()
         rw = replace(ro, options=SandboxOptions(workspace="rw"))
-        with DockerSandbox(client=self.client, reap_on_start=False) as cold, \
-                PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=2) as warm, \
-                PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=2) as warm_rw:
+        gvisor = "runsc" in self.client.info().get("Runtimes", {})
+        with DockerSandbox(client=self.client, reap_on_start=False, runtime=RUNTIME) as cold, \
+                PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=2, runtime=RUNTIME) as warm, \
+                PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=2,
+                                    runtime=RUNTIME) as warm_rw, \
+                DockerSandbox(client=self.client, reap_on_start=False, runtime="runsc") as cold_gvisor, \
+                PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=2,
+                                    runtime="runsc") as warm_gvisor:
             warm.prewarm(ro, wait=30)
             warm_rw.prewarm(rw, wait=30)
+            if gvisor:
+                warm_gvisor.prewarm(ro, wait=60)
 
             # Each path returns when its timing started (None: when it was called),
             # so that a pooled path can first wait, untimed, for its pool to settle.
@@ -169,6 +178,16 @@ class Bench:
                 ("in-process warm (pool, pre-started)", pooled(warm, ro), "p50 <= 15 ms"),
                 ("in-process warm, `workspace: rw` (ends when the container has exited)", pooled(warm_rw, rw), ""),
             ]
+            gvisor_paths: list[tuple[str, Callable[[], float | None], str]] = [
+                ("in-process cold, gVisor (runsc)", whole(lambda: cold_gvisor.run(ro)), ""),
+                ("in-process warm, gVisor (runsc, pool, pre-started)", pooled(warm_gvisor, ro), ""),
+            ]
+            if gvisor:
+                paths += gvisor_paths
+            else:
+                for name, _, _ in gvisor_paths:
+                    self.rows.append((name, None, "n/a (runsc not registered: apt-get install runsc && "
+                                                  "hookcage setup runsc)"))
             samples: list[list[float]] = [[] for _ in paths]
             for round_ in range(self.runs + 2):  # two warm-up rounds
                 for i, (_, fn, _) in enumerate(paths):
@@ -357,7 +376,7 @@ class Bench:
         from executor.settings import load_settings
 
         payload = json.loads(self.payload())
-        with PooledDockerSandbox(client=self.client, reap_on_start=False) as pool:
+        with PooledDockerSandbox(client=self.client, reap_on_start=False, runtime=RUNTIME) as pool:
             for count in (1, 5):
                 self.hooks_file(count)
                 settings = load_settings(home=self.home, managed_dir=self.tmp / "managed", log_runs=False)
@@ -406,14 +425,14 @@ class Bench:
 
         base = rate(engine)
         self.extra.append(("engine's own create+start+wait+remove, 4 threads", f"{base:.1f}/s"))
-        with DockerSandbox(client=self.client, reap_on_start=False) as sandbox:
+        with DockerSandbox(client=self.client, reap_on_start=False, runtime=RUNTIME) as sandbox:
             cold = rate(lambda: sandbox.run(self.request()))
         self.extra.append(("hookcage cold, 4 callers", f"{cold:.1f}/s ({cold / base:.2f}x engine)"))
         try:
             from executor.sandbox.pool import PooledDockerSandbox
         except ImportError:
             return
-        with PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=4) as sandbox:
+        with PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=4, runtime=RUNTIME) as sandbox:
             sandbox.prewarm(self.request(), wait=30)
             warm = rate(lambda: sandbox.run(self.request()))
         self.extra.append(("hookcage warm pool, 4 callers", f"{warm:.1f}/s ({warm / base:.2f}x engine; target >= 0.9x)"))
@@ -529,7 +548,7 @@ class Bench:
             from executor.sandbox.pool import PooledDockerSandbox
         except ImportError:
             return
-        with PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=1) as sandbox:
+        with PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=1, runtime=RUNTIME) as sandbox:
             sandbox.prewarm(self.request(), wait=30)
             listed = [{"Id": container} for container in sandbox.spares()]
             usages = []
@@ -579,6 +598,9 @@ def main() -> int:
     parser.add_argument("--load-seconds", type=float, default=30.0,
                         help="how long 4 agents send events through the TCP service (default 30)")
     args = parser.parse_args()
+    # Every row but the gVisor ones under runc (settings and spawned commands read this too),
+    # so they stay comparable with earlier runs; the gVisor rows name their runtime.
+    os.environ["HOOKCAGE_RUNTIME"] = RUNTIME
     bench = Bench(args.runs, args.seconds, args.load_seconds)
     for step in (bench.paths, bench.tls, bench.podman, bench.startup, bench.spawned,
                  bench.five_hooks, bench.throughput, bench.pooled_memory, bench.remote_load):

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from executor.errors import HookcageError
+from executor.sandbox.base import RunResult
 from executor.sandbox.runtimes import (
     GVISOR_RUNTIME,
     DaemonJsonError,
@@ -76,6 +77,9 @@ class Engine(Protocol):
 
     def kernel(self, runtime: str | None) -> str:
         """``uname -r`` in a tiny network-less container under ``runtime`` (the engine's default: None)."""
+
+    def lists(self, runtime: str) -> str:
+        """``""`` when coreutils' ``ls -l /`` works in a container under ``runtime``, else what it said."""
 
 
 @dataclass
@@ -261,6 +265,16 @@ def _verify(engine: Engine, out: Outcome) -> None:
                          "it is not gVisor")
     out.say(f"checked: a network-less container under runsc answers uname -r = {gvisor} "
             f"(gVisor's kernel; the host's is {host})")
+    with contextlib.suppress(HookcageError):
+        said = engine.lists(GVISOR_RUNTIME)
+        if said:
+            out.say(f"warning: {STATX_BUG}: {said}")
+
+
+STATX_BUG = ("this runsc's kernel refuses statx with AT_NO_AUTOMOUNT (gVisor before 2023, e.g. Debian's "
+             "20221219), so coreutils' ls and stat fail in hooks with 'Invalid argument' (python, node, find, "
+             "test -f work); a newer runsc from gVisor's own apt repository fixes it, or set runtime = \"runc\"")
+"""What :meth:`Engine.lists` finding a failure means, for ``setup runsc`` and ``doctor``."""
 
 
 # --------------------------------------------------------------------------
@@ -346,22 +360,44 @@ class LocalDockerd:
             raise SetupError(f"cannot signal dockerd (pid {self.pid}): {exc.strerror}") from None
 
     def kernel(self, runtime: str | None) -> str:
-        from executor.sandbox import orphans
-        from executor.sandbox.base import RunRequest, SandboxOptions
-        from executor.sandbox.docker import DockerSandbox, engine_info
+        from executor.sandbox.docker import engine_info
 
         if runtime is None:
             return engine_info(self.client)["kernel"]
-        sandbox = DockerSandbox(runtime=runtime, client=self.client, reap_on_start=False, memory="128m",
-                                path_map={})
-        labels = {orphans.OWNER_LABEL: orphans.owner_value(), "hookcage.probe": "runtime"}
-        session = os.environ.get("HOOKCAGE_TEST_SESSION")
-        if session:  # the test suite counts its own containers by this label
-            labels["hookcage.test-session"] = session
-        result = sandbox.run(RunRequest(command="uname -r", cwd="/tmp", project_dir="/", timeout=60,
-                                        options=SandboxOptions(workspace="none"), labels=labels, warm=False))
+        result = probe_run(self.client, runtime, "uname -r")
         said = result.stdout.decode("utf-8", "replace").strip()
         if result.exit_code != 0 or not said:
             err = result.stderr.decode("utf-8", "replace").strip().splitlines()
             raise SetupError(f"exit {result.exit_code}" + (f": {err[-1][:200]}" if err else ""))
         return said
+
+    def lists(self, runtime: str) -> str:
+        return lists_files(self.client, runtime)
+
+
+def probe_run(client: Any, runtime: str, command: str) -> RunResult:
+    """``command`` in a tiny network-less container of the runner image under ``runtime``; its RunResult.
+
+    Raises:
+        SandboxUnavailable, SandboxError: the engine, the image or the runtime is missing.
+    """
+    from executor.sandbox import orphans
+    from executor.sandbox.base import RunRequest, SandboxOptions
+    from executor.sandbox.docker import DockerSandbox
+
+    labels = {orphans.OWNER_LABEL: orphans.owner_value(), "hookcage.probe": "runtime"}
+    session = os.environ.get("HOOKCAGE_TEST_SESSION")
+    if session:  # the test suite counts its own containers by this label
+        labels["hookcage.test-session"] = session
+    with DockerSandbox(runtime=runtime, client=client, reap_on_start=False, memory="128m", path_map={}) as sandbox:
+        return sandbox.run(RunRequest(command=command, cwd="/tmp", project_dir="/", timeout=60,
+                                      options=SandboxOptions(workspace="none"), labels=labels, warm=False))
+
+
+def lists_files(client: Any, runtime: str) -> str:
+    """``""`` when coreutils' ``ls -l /`` works under ``runtime``, else its last line of error."""
+    result = probe_run(client, runtime, "ls -l / >/dev/null")
+    if result.exit_code == 0:
+        return ""
+    err = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    return err[-1][:200] if err else f"ls -l / exited {result.exit_code}"

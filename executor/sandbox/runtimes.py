@@ -67,6 +67,27 @@ def isolation(runtime: str) -> Isolation:
     return GVISOR if runtime == GVISOR_RUNTIME or runtime.startswith(GVISOR_RUNTIME + "-") else SHARED_KERNEL
 
 
+GVISOR_HOST_TASKS_PER_TASK: Final = 24
+GVISOR_HOST_TASKS_BASE: Final = 1024
+"""gVisor runs a sandbox's tasks on host threads of its own (the sentry's Go threads, the ptrace
+platform's stubs): measured with runsc 20221219 on this machine kind, a 64-task fork bomb held
+1,109 host tasks, with a base of ~100. Those are what the engine's pids limit counts."""
+
+
+def gvisor_task_limits(tasks: int) -> tuple[int, int]:
+    """``(host pids limit, RLIMIT_NPROC)`` for a container under gVisor whose processes may number ``tasks``.
+
+    Under gVisor the engine's pids limit counts the sentry's host threads, not the hook's
+    processes: a limit of ``tasks`` there kills the whole sandbox (the sentry cannot make a
+    thread, exits 2 and says nothing) long before the hook reaches ``tasks``. So the hook's
+    limit becomes ``RLIMIT_NPROC``, which gVisor's own kernel enforces inside the sandbox
+    (a fork past it fails with EAGAIN, as under runc); the host limit stays as a backstop
+    scaled to what the sentry needs for that many tasks. Under runc ``RLIMIT_NPROC``
+    would count the uid's processes across the whole host: never set it there.
+    """
+    return tasks * GVISOR_HOST_TASKS_PER_TASK + GVISOR_HOST_TASKS_BASE, tasks
+
+
 def describe(runtime: str) -> str:
     """E.g. ``runsc (gVisor: a kernel of its own)`` or ``runc (shared kernel: the host's)``."""
     if isolation(runtime) == GVISOR:
@@ -93,6 +114,29 @@ def runtime_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
         detail = (('gVisor (runsc) is registered: set runtime = "auto" to use it',) if GVISOR_RUNTIME in runtimes
                   else (f"for gVisor (a kernel of the hooks' own, which contains kernel exploits): {GET_GVISOR}",))
     yield Check(f"hooks get {describe(runtime)} ({how})", detail=detail)
+    if isolation(runtime) == GVISOR:
+        yield from _gvisor_lists(probe, runtime)
+
+
+def _gvisor_lists(probe: Probe, runtime: str) -> Iterator[Check]:
+    """Whether coreutils' ``ls -l`` works under this gVisor (a tiny container; needs the runner image)."""
+    from executor.errors import HookcageError
+    from executor.sandbox.docker.doctor import engine_of
+    from executor.sandbox.images import RUNNER_IMAGE, image_exists
+    from executor.sandbox.registry import Check
+    from executor.sandbox.runsc_setup import STATX_BUG, lists_files
+
+    client, _ = engine_of(probe)
+    if not image_exists(client, RUNNER_IMAGE):
+        return
+    try:
+        said = lists_files(client, runtime)
+    except HookcageError as exc:
+        yield Check(f"a container under {runtime} did not start: {exc}", ok=False,
+                    fix='hookcage setup runsc --force, or set runtime = "runc"')
+        return
+    if said:
+        yield Check(f"warning: {STATX_BUG}", detail=(f"ls -l / under {runtime}: {said}",))
 
 
 def isolation_part(sandbox: Sandbox, options: SandboxOptions) -> Mapping[str, Any]:

@@ -544,14 +544,15 @@ def test_request_labels_cannot_unmark_the_container(project: Path) -> None:
 
 def test_options_override_limits_image_and_network(project: Path) -> None:
     options = SandboxOptions(image="python:3.12", memory="1g", cpus=0.5, pids=64, network="bridge")
-    create, host = args_for(project, DockerProfile(runtime="runsc"), options=options)
+    create, host = args_for(project, DockerProfile(runtime="runc"), options=options)
     assert create["image"] == "python:3.12"
     assert host["mem_limit"] == host["memswap_limit"] == 1 << 30
     assert host["nano_cpus"] == 500_000_000
     assert host["pids_limit"] == 64 + SELF_END_PIDS
     assert create["network_disabled"] is False
     assert host["network_mode"] == "bridge"
-    assert host["runtime"] == "runsc"
+    assert host["runtime"] == "runc"
+    assert "nproc" not in [u["name"] for u in host["ulimits"]]  # under runc it would count the whole host's
 
 
 def test_extra_mounts_and_transcript_are_read_only(project: Path, tmp_path: Path) -> None:

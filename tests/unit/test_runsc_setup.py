@@ -39,6 +39,11 @@ class FakeEngine:
         self.kernels.append(runtime)
         return "4.4.0" if runtime == "runsc" else "6.1.0"
 
+    def lists(self, runtime: str) -> str:
+        return self.ls_error
+
+    ls_error = ""
+
 
 @pytest.fixture
 def daemon_json(tmp_path: Path) -> Path:
@@ -153,3 +158,12 @@ def test_a_runtime_that_answers_with_the_hosts_kernel_is_not_gvisor(daemon_json:
     engine.kernel = lambda runtime: "6.1.0"  # type: ignore[method-assign]
     with pytest.raises(SetupError, match=r"host.s kernel 6\.1\.0: it is not gVisor"):
         run(engine)
+
+
+def test_a_runsc_whose_ls_fails_is_registered_with_a_warning(daemon_json: Path) -> None:
+    engine = FakeEngine(daemon_json)
+    engine.ls_error = "ls: cannot access '/bin': Invalid argument"
+    out = run(engine)
+    assert out.changed  # type: ignore[attr-defined]
+    warning = out.lines[-1]  # type: ignore[attr-defined]
+    assert warning.startswith("warning: this runsc's kernel refuses statx") and "Invalid argument" in warning

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,20 @@ def test_blank_daemon_json_is_empty() -> None:
 def test_runtimes_of_the_wrong_shape_are_refused(config: dict[str, object]) -> None:
     with pytest.raises(DaemonJsonError):
         merge_runtime(config, "runsc", runtime_entry("/usr/bin/runsc"), force=True)
+
+
+def test_under_gvisor_the_hooks_process_limit_is_rlimit_nproc(tmp_path: Path) -> None:
+    from executor.sandbox.base import RunRequest, SandboxOptions
+    from executor.sandbox.conventions import SELF_END_PIDS
+    from executor.sandbox.docker.profile import DockerProfile, container_args
+
+    request = RunRequest(command="true", project_dir=str(tmp_path), cwd=str(tmp_path),
+                         options=SandboxOptions(pids=64))
+    _, host = container_args(DockerProfile(runtime="runsc"), request, name="hookcage-x", now=1.0)
+    tasks = 64 + SELF_END_PIDS
+    assert {"name": "nproc", "soft": tasks, "hard": tasks} in host["ulimits"]
+    # The engine's limit counts gVisor's own host threads (~17 per hook process measured): a backstop.
+    assert host["pids_limit"] == tasks * 24 + 1024
+    assert host["runtime"] == "runsc"
+    _, runc = container_args(DockerProfile(runtime="runc"), request, name="hookcage-x", now=1.0)
+    assert runc["pids_limit"] == tasks and all(u["name"] != "nproc" for u in runc["ulimits"])

@@ -28,6 +28,7 @@ from executor.sandbox.conventions import (
 )
 from executor.sandbox.engines import DOCKER_TRAITS, EngineTraits, extra_ulimits, userns_mode
 from executor.sandbox.paths import IDENTITY, PathMap, engine_path
+from executor.sandbox.runtimes import GVISOR, gvisor_task_limits, isolation
 
 logger = logging.getLogger(__name__)
 
@@ -414,6 +415,11 @@ def container_args(
     }
     if profile.runtime:
         host["runtime"] = profile.runtime
+        if isolation(profile.runtime) == GVISOR:
+            # The engine's pids limit counts gVisor's own host threads: the hook's limit is RLIMIT_NPROC there.
+            tasks = pids + SELF_END_PIDS + (COUNTED_STDIN_PIDS if profile.counted_stdin else 0)
+            host["pids_limit"], nproc = gvisor_task_limits(tasks)
+            host["ulimits"] = [*host["ulimits"], {"name": "nproc", "soft": nproc, "hard": nproc}]  # type: ignore[misc]
     if userns := userns_mode(profile.engine):
         host["userns_mode"] = userns  # Podman's keep-id: build with engine.host_config, not docker-py's
     return create, host
