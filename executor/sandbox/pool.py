@@ -66,9 +66,10 @@ reach the container) before the job is sent. Safe because only this
 process can write those files, the container sees them through a read-only
 bind, and each container serves one job. Because the workspace may change
 between creation and use, and unlinking or renaming a mount point's file on
-the host detaches or moves the mount, the bootstrap checks
-``/proc/self/mountinfo`` for every target before running anything; if one
-moved, it refuses (no acknowledgement) and the run goes cold.
+the host detaches or moves the mount, the bootstrap looks every
+target up (under gVisor the lookup is what drops a bind whose file was replaced
+on the host) and checks ``/proc/self/mountinfo`` for it before running
+anything; if one moved, it refuses (no acknowledgement) and the run goes cold.
 
 Whatever fails before the acknowledgement (a dead container, a refused
 overlay) means the hook never ran, so the run falls back to the cold path.
@@ -873,7 +874,7 @@ def _template(
             overlays={},
         ),
         targets=targets,
-        mount_points=tuple(mountinfo_escape(_mount_point(t, project)) for t in targets),
+        mount_points=tuple(_mount_point(t, project) for t in targets),
         executable=executable,
     )
 

@@ -25,7 +25,7 @@ END_PREFIX = b"hookcage-end "
 # --------------------------------------------------------------------------
 
 BOOTSTRAP = r"""
-unset _hc_idle _hc_l _hc_n _hc_v _hc_i _hc_e _hc_t _hc_k _hc_x _hc_mp _hc_ok
+unset _hc_idle _hc_l _hc_n _hc_v _hc_i _hc_e _hc_k _hc_x _hc_mp _hc_ok
 unset _hc_nonce _hc_nenv _hc_nin _hc_d _hc_c _hc_rc _hc_oom _hc_f _hc_o _hc_ov
 _hc_o=${OLDPWD+set}
 _hc_ov=${OLDPWD-}
@@ -60,15 +60,17 @@ $_hc_l"
         _hc_i=$((_hc_i + 1))
     done
 }
-for _hc_t in "$@"; do
+while [ "$#" -ge 2 ]; do
+    [ -e "$2" ] || :
     _hc_ok=
     while read -r _hc_x _hc_x _hc_x _hc_x _hc_mp _hc_x; do
-        if [ "$_hc_mp" = "$_hc_t" ]; then
+        if [ "$_hc_mp" = "$1" ]; then
             _hc_ok=1
             break
         fi
     done </proc/self/mountinfo
     [ -n "$_hc_ok" ] || exit 0
+    shift 2
 done
 _hc_field
 _hc_d=$_hc_v
@@ -109,8 +111,17 @@ printf 'hookcage-end %s %s %s\n' "$_hc_nonce" "$_hc_rc" "$_hc_oom"
 printf 'hookcage-end %s %s %s\n' "$_hc_nonce" "$_hc_rc" "$_hc_oom" >&2
 exit "$_hc_rc"
 """
-"""The pooled container's program; its arguments are the idle timeout and the
-overlay mount points to check (mountinfo-escaped).
+"""The pooled container's program; its arguments are the idle timeout and, per
+overlay, its mount point as mountinfo shows it (escaped) and as a path.
+
+Before the job it checks each overlay is still mounted: the path is looked up
+first, then ``/proc/self/mountinfo`` must list the mount point. The lookup is
+what makes the check hold under gVisor: its kernel keeps its own mount table
+and notices a file renamed over on the host (an editor's save, ``git
+checkout``) only when a path walk revalidates the name, and only then drops
+the bind that was over it; under runc the host kernel drops it at the rename.
+Without the lookup gVisor's mountinfo still listed the bind and the hook's
+first read found the new, unreviewed file.
 
 It prints ``READY_LINE`` and waits for the job's first line under
 ``timeout`` (coreutils and busybox have it; without it, until end of input:
@@ -156,10 +167,12 @@ def bootstrap_command(idle_timeout: float, mount_points: Sequence[str] = ()) -> 
 
     Args:
         idle_timeout: seconds after which the container exits if no job came.
-        mount_points: the overlay targets as ``/proc/self/mountinfo`` shows them.
+        mount_points: the paths where the engine mounts the overlays (each
+            is passed escaped as ``/proc/self/mountinfo`` shows it, then as is).
     """
     seconds = max(1, math.ceil(idle_timeout))
-    return ["/bin/sh", "-c", BOOTSTRAP, "hookcage-pool", str(seconds), *mount_points]
+    pairs = [arg for point in mount_points for arg in (mountinfo_escape(point), point)]
+    return ["/bin/sh", "-c", BOOTSTRAP, "hookcage-pool", str(seconds), *pairs]
 
 
 def mountinfo_escape(path: str) -> str:

@@ -15,7 +15,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -47,7 +46,6 @@ pytestmark = pytest.mark.docker
 SESSION = os.environ["HOOKCAGE_TEST_SESSION"]
 SESSION_LABELS = {"hookcage.test-session": SESSION}
 LABELS = {"hookcage.hook": "pool-integration", **SESSION_LABELS}
-CONTAINER_ID = "cat /proc/self/cgroup /proc/self/mountinfo | grep -o '[0-9a-f]\\{64\\}' | head -n 1"
 
 PoolMaker = Callable[..., PooledDockerSandbox]
 
@@ -113,16 +111,23 @@ def gone(docker_api: Any, container: str, within: float = 3.0) -> bool:
 def test_each_run_gets_its_own_container_and_it_is_removed_after(
     make_pool: PoolMaker, workspace: Path, docker_api: Any
 ) -> None:
-    pool = make_pool()
-    req = request(
-        workspace, f"{CONTAINER_ID}; test -e /tmp/left-behind && echo seen; touch /tmp/left-behind"
-    )
-    first = warm_run(pool, req)
-    second = warm_run(pool, req)
-    first_id, second_id = lines(first.stdout)[0], lines(second.stdout)[0]
-    assert re.fullmatch("[0-9a-f]{64}", first_id) and re.fullmatch("[0-9a-f]{64}", second_id)
+    # Which container ran a job is asked of the engine, not of the hook: under gVisor a
+    # container's /proc/self/cgroup and mountinfo name no container id (and its hostname is
+    # hookcage's fixed one). With one spare per key, the spare ready before a run is its container.
+    pool = make_pool(pool_size=1)
+    req = request(workspace, "test -e /tmp/left-behind && echo seen; touch /tmp/left-behind; echo ran")
+
+    def run_once() -> tuple[str, RunResult]:
+        assert pool.prewarm(req, wait=30), "the pool did not fill"
+        (spare,) = pool.spares()
+        result, path = pool.run_with_path(req)
+        assert path == "warm"
+        return spare, result
+
+    first_id, first = run_once()
+    second_id, second = run_once()
+    assert lines(first.stdout) == ["ran"] and lines(second.stdout) == ["ran"]  # its own /tmp: nothing of the first run
     assert first_id != second_id
-    assert lines(second.stdout)[1:] == []  # its own /tmp: nothing of the first run
     assert gone(docker_api, first_id) and gone(docker_api, second_id)
     assert first_id not in pool.spares() and second_id not in pool.spares()
 
@@ -529,7 +534,8 @@ def test_an_overlay_whose_file_was_replaced_after_creation_goes_cold(
     pool = make_pool(pool_size=1)
     req = request(workspace, "cat hook.sh", overlays={str(hook): stage(tmp_path, "a", b"echo reviewed\n")})
     assert pool.prewarm(req, wait=30)
-    # An editor saves by rename: the spare's overlay mount was on the old file.
+    # An editor saves by rename: the spare's overlay mount was on the old file. (Under gVisor the
+    # bind is dropped only when a lookup of the path notices: the bootstrap looks before it checks.)
     replacement = workspace / "hook.sh.new"
     replacement.write_text("echo edited after review\n")
     replacement.chmod(0o644)

@@ -141,9 +141,10 @@ def test_a_negative_stdin_length_is_refused() -> None:
 
 
 def test_bootstrap_command_passes_only_the_idle_timeout_and_mount_points() -> None:
-    argv = bootstrap_command(2.2, ["/w/a\\040b"])
+    argv = bootstrap_command(2.2, ["/w/a b", "/w/c"])
     assert argv[:3] == ["/bin/sh", "-c", BOOTSTRAP]
-    assert argv[3:] == ["hookcage-pool", "3", "/w/a\\040b"]
+    # each mount point as mountinfo shows it (to find it there) and as a path (to look it up first)
+    assert argv[3:] == ["hookcage-pool", "3", "/w/a\\040b", "/w/a b", "/w/c", "/w/c"]
     assert bootstrap_command(0.1)[3:] == ["hookcage-pool", "1"]
 
 
