@@ -43,6 +43,10 @@ the docker backend builds its containers from those traits:
   SIGKILLs a run it did not time out, and nothing outside the container can,
   so on Podman such an exit is reported as the OOM kill it is
   (:func:`oom_unreported`; a hook that SIGKILLs itself is reported so too).
+- **Attach noise.** When a hook exits leaving stdin unread, Podman writes its
+  failed stdin copy (``Error: write unixpacket ...: connection reset by
+  peer``) into the attach stream as stderr: :func:`strip_engine_noise` drops
+  that last line (the warm pool stops reading at its end markers anyway).
 - **Init.** Podman's init (catatonit) is ``podman-init`` in the container,
   Docker's ``docker-init``: :data:`INIT_NAMES` (the self-ending watch checks
   pid 1 against them).
@@ -63,6 +67,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -342,3 +347,23 @@ def podman_seccomp_file(cache_dir: Path, default_profile: str = PODMAN_SECCOMP_D
 def oom_unreported(traits: EngineTraits, *, exit_code: int | None, oom_killed: bool, timed_out: bool) -> bool:
     """Whether a run's SIGKILL exit (137) is an OOM kill the engine did not report (Podman only)."""
     return traits.kind == PODMAN and not oom_killed and not timed_out and exit_code == 137
+
+
+_PODMAN_ATTACH_ERROR = re.compile(
+    rb"(?:^|(?<=\n))Error: (?:read|write) unixpacket [^\n]*: (?:connection reset by peer|broken pipe)\n\Z"
+)
+"""What Podman writes on the attach stream's stderr when the hook leaves stdin unread and exits."""
+
+
+def strip_engine_noise(traits: EngineTraits, stderr: bytes) -> bytes:
+    """A run's stderr without what the engine itself appended (Podman's attach error line), if anything.
+
+    Podman copies stdin to the container while the hook runs; when the hook
+    exits with stdin unread, the copy fails and Podman writes ``Error: write
+    unixpacket @->/proc/self/fd/14/attach: write: connection reset by peer``
+    into the stream as stderr. A hook that prints that very line last loses it
+    on Podman (and nothing else).
+    """
+    if traits.kind != PODMAN:
+        return stderr
+    return _PODMAN_ATTACH_ERROR.sub(b"", stderr, count=1)

@@ -1071,6 +1071,18 @@ def _slim_rootfs(rootfs: Path, context: Path, log: Log) -> None:
             target.write_text("")
 
 
+def _imported_id(answer: Any) -> str | None:
+    """The image id an import's answer names (``{"status": "sha256:..."}``, Podman's), if any."""
+    for text in str(answer).splitlines():
+        with contextlib.suppress(ValueError):
+            message = json.loads(text)
+            for key in ("id", "status"):
+                value = message.get(key) if isinstance(message, dict) else None
+                if isinstance(value, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", value):
+                    return value
+    return None
+
+
 def _chunks(stream: IO[bytes], counter: list[int], size: int = 1 << 20) -> Iterator[bytes]:
     """Read ``stream`` in ``size`` chunks, adding their length to ``counter[0]``."""
     while chunk := stream.read(size):
@@ -1136,6 +1148,12 @@ def _import_rootfs(client: Any, rootfs: Path, log: Log, tag: str = BASE_IMAGE) -
             if isinstance(message, dict) and message.get("error"):
                 raise ImageBuildError(f"importing {tag} failed: {message['error']}")
     image_id = _image_id(client, tag)
+    if image_id is None and (imported := _imported_id(answer)):
+        # Podman 4.3's compatible import ignores the repository it is given (the image comes out
+        # untagged, its id in the answer): tag it by that id.
+        with _engine_errors(f"tagging {tag}"):
+            _api(client).tag(imported, repository, version)
+        image_id = _image_id(client, tag)
     if image_id is None:
         raise ImageBuildError(f"the engine accepted the import but has no {tag}: {answer!r}")
     log(f"imported {tag} ({image_id[:19]}, {sent[0] / 1e6:.0f} MB of tar)")

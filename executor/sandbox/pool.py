@@ -128,6 +128,7 @@ from executor.sandbox.docker import (
     self_ending,
     staged_tree,
 )
+from executor.sandbox.engines import strip_engine_noise
 from executor.sandbox.pathcheck import WORKSPACE_PROBE_LABEL
 from executor.sandbox.poolbook import (
     TAKE_MARGIN,
@@ -198,6 +199,11 @@ def pump_job(
     buffers = {STDIN: stdout, STDOUT: stdout, STDERR: stderr}
 
     def take(stream: int, piece: memoryview) -> bool:
+        if reader.done and not until_eof:
+            # Both markers are in: the bootstrap has killed every other process, so what follows in
+            # the same read is the engine's, not the hook's (Podman writes "Error: write unixpacket
+            # ...: connection reset by peer" on stderr when stdin the hook left unread cannot be copied).
+            return True
         if stream in buffers:
             buffers[stream].add(reader.feed(stream, piece))
         else:  # the engine's own error stream: not the hook's
@@ -561,7 +567,7 @@ class PooledDockerSandbox(DockerSandbox):
         return RunResult(
             exit_code=None if timed_out or oom_killed else exit_code,
             stdout=stdout.getvalue(),
-            stderr=stderr.getvalue(),
+            stderr=strip_engine_noise(self.profile.engine, stderr.getvalue()),
             duration=duration,
             timed_out=timed_out,
             oom_killed=oom_killed,

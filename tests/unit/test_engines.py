@@ -6,6 +6,8 @@ The answers below are trimmed from real ones: Docker 20.10 and Podman 4.3.1
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import docker  # type: ignore[import-untyped, unused-ignore]
@@ -24,6 +26,10 @@ from executor.sandbox.engines import (
     extra_ulimits,
     is_podman,
     limits_refusal,
+    oom_unreported,
+    podman_seccomp_file,
+    restrict_namespaces,
+    strip_engine_noise,
     unenforced_limits,
     userns_mode,
 )
@@ -169,3 +175,47 @@ def test_container_args_per_engine(tmp_path: Any) -> None:
 def test_self_ending_fires_under_either_engines_init() -> None:
     script = self_ending("echo hi", 5)
     assert '= docker-init ]' in script and '= podman-init ]' in script
+
+
+def test_podmans_attach_error_is_dropped_from_the_end_of_stderr_only() -> None:
+    podman = detect_engine(PODMAN_VERSION, PODMAN_INFO, libpod(rootless=False, controllers=ALL_V1))
+    noise = b"Error: write unixpacket @->/proc/self/fd/14/attach: write: connection reset by peer\n"
+    assert strip_engine_noise(podman, b"err\n" + noise) == b"err\n"
+    assert strip_engine_noise(podman, noise) == b""
+    assert strip_engine_noise(podman, noise + b"more\n") == noise + b"more\n"  # not last: the hook's own
+    assert strip_engine_noise(podman, b"x" + noise) == b"x" + noise  # not a line of its own
+    assert strip_engine_noise(DOCKER_TRAITS, b"err\n" + noise) == b"err\n" + noise
+
+
+def test_restricted_seccomp_refuses_namespaces_and_keeps_the_rest(tmp_path: Any) -> None:
+    default = {"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [
+        {"names": ["read", "unshare", "clone", "setns", "clone3"], "action": "SCMP_ACT_ALLOW"},
+        {"names": ["bpf"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}}]}
+    restricted = restrict_namespaces(default)
+    assert restricted["syscalls"][0] == {"names": ["read"], "action": "SCMP_ACT_ALLOW"}
+    assert restricted["syscalls"][1]["names"] == ["bpf"]
+    by_name = {r["names"][0]: r for r in restricted["syscalls"][2:]}
+    assert by_name["clone"]["args"][0]["value"] == 0x7E020000 and by_name["clone3"]["errnoRet"] == 38
+    assert by_name["unshare"]["action"] == "SCMP_ACT_ERRNO" and "setns" in by_name["unshare"]["names"]
+    source = tmp_path / "seccomp.json"
+    source.write_text(json.dumps(default))
+    first = podman_seccomp_file(tmp_path / "cache", str(source))
+    assert first == podman_seccomp_file(tmp_path / "cache", str(source))  # one file per content
+    assert json.loads(Path(first).read_text()) == json.loads(json.dumps(restricted, sort_keys=True))
+    assert oct(Path(first).stat().st_mode & 0o777) == "0o644"
+
+
+def test_unreported_oom_on_podman_only() -> None:
+    podman = detect_engine(PODMAN_VERSION, PODMAN_INFO, libpod(rootless=False, controllers=ALL_V1))
+    assert oom_unreported(podman, exit_code=137, oom_killed=False, timed_out=False)
+    assert not oom_unreported(podman, exit_code=137, oom_killed=False, timed_out=True)
+    assert not oom_unreported(podman, exit_code=1, oom_killed=False, timed_out=False)
+    assert not oom_unreported(DOCKER_TRAITS, exit_code=137, oom_killed=False, timed_out=False)
+
+
+def test_podmans_untagged_import_answer_names_the_id() -> None:
+    from executor.sandbox.images import _imported_id
+
+    digest = "sha256:" + "ab" * 32
+    assert _imported_id(json.dumps({"status": digest, "progress": "", "id": digest}) + "\n") == digest
+    assert _imported_id('{"status":"Importing"}\n{"error":"x"}') is None

@@ -64,6 +64,7 @@ from executor.sandbox.engines import (
     limits_refusal,
     oom_unreported,
     podman_seccomp_file,
+    strip_engine_noise,
 )
 from executor.sandbox.paths import (
     IDENTITY,
@@ -296,7 +297,7 @@ class DockerSandbox(Sandbox):
         return RunResult(
             exit_code=None if timed_out or state["oom_killed"] else state["exit_code"],
             stdout=stdout.getvalue(),
-            stderr=stderr.getvalue(),
+            stderr=strip_engine_noise(self.profile.engine, stderr.getvalue()),
             duration=duration,
             timed_out=timed_out,
             oom_killed=state["oom_killed"],
