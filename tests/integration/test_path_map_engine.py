@@ -302,9 +302,12 @@ def test_in_a_container_hookcage_finds_its_mounts_and_its_hooks_see_its_workspac
     docker_api.create_volume(volume, labels={"hookcage.test-session": session})
     volume_path = docker_api.inspect_volume(volume)["Mountpoint"]
     repo = Path(__file__).resolve().parents[2]
+    # The hook lists the workspace with the shell's glob (a directory read), not coreutils' ls: under
+    # Debian's runsc 20221219 ls and stat fail with EINVAL (its statx refuses AT_NO_AUTOMOUNT; doctor
+    # and setup runsc warn of it), which is not what this test is about.
     script = (
         "set -e\n"
-        "hookcage run --project /inside/ws -- 'cat /inside/ws/here.txt; ls -a /inside/ws'\n"
+        "hookcage run --project /inside/ws -- 'cat /inside/ws/here.txt; printf \"%s\\n\" /inside/ws/*'\n"
         "echo ---\n"
         "printf '[allowlist]\\nallow = [\"./.hookcage/where.sh\"]\\n' > /state/config.toml\n"
         "cd /inside/ws && hookcage trust --all --yes > /dev/null\n"
