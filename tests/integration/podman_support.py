@@ -171,6 +171,7 @@ class PodmanService:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self._kill_pause_process()
+        self._wait_for_helpers()
         self._unmount_under_base()
         shutil.rmtree(self.base, ignore_errors=True)
         if self.made_user:
@@ -182,6 +183,28 @@ class PodmanService:
         for pid_file in self.base.glob("xdg/libpod/tmp/pause.pid"):
             with contextlib.suppress(ValueError, OSError):
                 os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+
+    def _wait_for_helpers(self, timeout: float = 15.0) -> None:
+        """Wait for what still works on this storage (conmon's ``podman container cleanup``, which
+        mounts it again), then kill what is left of it: no process may hold a mount under the base."""
+        deadline = time.monotonic() + timeout
+        while pids := self._helpers():
+            if time.monotonic() > deadline:
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                break
+            time.sleep(0.1)
+
+    def _helpers(self) -> list[int]:
+        found = []
+        marker = str(self.base).encode()
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if marker in (entry / "cmdline").read_bytes():
+                        found.append(int(entry.name))
+        return found
 
     def _unmount_under_base(self) -> None:
         with open("/proc/self/mounts") as mounts:
