@@ -365,6 +365,8 @@ _REDIRECT = re.compile(
     rf"^{_WHO}: \d+: cannot (?P<op>create|open) (?P<path>.+): (?P<why>[A-Z][a-z-]*(?: [a-z-]+)*)$"
 )
 """dash's failed redirection (exit 2): ``sh: 1: cannot create /repo/x: Read-only file system``."""
+_READ_ONLY = frozenset({"Read-only file system", "Permission denied"})
+"""How a write into a read-only workspace fails: EROFS (runc: the host kernel), EACCES (gVisor's kernel)."""
 _DASH_SYNTAX = re.compile(rf"^{_WHO}: \d+: Syntax error: .+$")
 _BASH_SYNTAX = re.compile(
     rf"^(?P<who>{_WHO}): (?:-c: )?line \d+: syntax error"
@@ -433,7 +435,8 @@ def _shell_own_error(tail: Sequence[str], place: _Place) -> str | None:
             return head
         assert place.sandbox is not None
         if place.in_project(path):
-            if why == "Read-only file system" and place.sandbox.workspace != "rw":
+            # gVisor refuses a write to a read-only bind with EACCES where the host kernel says EROFS.
+            if why in _READ_ONLY and place.sandbox.workspace != "rw":
                 return f'{head}: the project is read-only in the sandbox; to let this hook write it: sandbox.workspace: "rw"'
             return head
         return f"{head}: {HOME_ADVICE}"

@@ -269,9 +269,11 @@ def test_findings_name_what_the_sandbox_refused(docker_setup: Setup) -> None:
     assert ("hookcage: hook deno failed: exited 127: the default image has no `deno`: use an image that has it "
             "(sandbox.image) or see docs/recipes.md") in lines
     root = os.path.realpath(docker_setup.project)
-    assert (f"hookcage: hook project failed: exited 2 because the shell could not write {root}/.cache-log "
-            "(Read-only file system), not as a verdict: the project is read-only in the sandbox; to let this "
-            'hook write it: sandbox.workspace: "rw"') in lines
+    # The kernel's word for it: EROFS under runc, EACCES under gVisor; the advice is the same.
+    assert any(f"hookcage: hook project failed: exited 2 because the shell could not write {root}/.cache-log "
+               f"({why}), not as a verdict: the project is read-only in the sandbox; to let this "
+               'hook write it: sandbox.workspace: "rw"' in lines
+               for why in ("Read-only file system", "Permission denied")), lines
     assert ("hookcage: hook home failed: exited 2 because the shell could not write /tmp/.claude/log.txt "
             "(Directory nonexistent), not as a verdict: the sandbox's home is throw-away and /tmp is the only "
             'writable place; a persistent home: sandbox.home: "persistent" (see docs/sandbox.md)') in lines

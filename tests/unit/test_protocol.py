@@ -282,6 +282,9 @@ def test_a_program_name_is_sanitised_and_capped() -> None:
         ("sh: 1: cannot create /home/ann/repo/.cache/x: Read-only file system\n",
          "exited 2 because the shell could not write /home/ann/repo/.cache/x (Read-only file system), not as a "
          'verdict: the project is read-only in the sandbox; to let this hook write it: sandbox.workspace: "rw"'),
+        ("sh: 1: cannot create /home/ann/repo/.cache/x: Permission denied\n",  # gVisor's word for it
+         "exited 2 because the shell could not write /home/ann/repo/.cache/x (Permission denied), not as a "
+         'verdict: the project is read-only in the sandbox; to let this hook write it: sandbox.workspace: "rw"'),
         ("sh: 1: cannot create notes.txt: Read-only file system\n",  # relative: the cwd is in the workspace
          "exited 2 because the shell could not write notes.txt (Read-only file system), not as a verdict: the "
          'project is read-only in the sandbox; to let this hook write it: sandbox.workspace: "rw"'),
@@ -305,6 +308,12 @@ def test_a_redirection_refused_in_a_writable_workspace_gives_no_wrong_advice() -
     o = parse_outcome(STOP, "h", 2, b"", b"sh: 1: cannot create /home/ann/repo/x: Read-only file system",
                       sandbox=Box(workspace="rw"), project_dir=ROOT)
     assert o.error == "exited 2 because the shell could not write /home/ann/repo/x (Read-only file system), not as a verdict"
+
+
+def test_a_write_refused_in_a_writable_workspace_gives_no_read_only_advice_under_gvisor_either() -> None:
+    o = parse_outcome(STOP, "h", 2, b"", b"sh: 1: cannot create /home/ann/repo/x: Permission denied",
+                      sandbox=Box(workspace="rw"), project_dir=ROOT)
+    assert o.error == "exited 2 because the shell could not write /home/ann/repo/x (Permission denied), not as a verdict"
 
 
 def test_a_failed_redirection_on_the_host_is_a_finding_without_sandbox_advice() -> None:
