@@ -160,12 +160,21 @@ class Daemon:
 
 
 def runs_command(docker_api: Any, container: str, needle: str) -> bool:
-    """Whether a process of ``container`` has ``needle`` in its command line."""
+    """Whether a process of ``container`` has ``needle`` in its command line.
+
+    Under gVisor the host's ``ps`` (``docker top``) sees only gVisor's own processes: the
+    container's are listed from its own ``/proc``, by an exec.
+    """
     try:
         top = docker_api.top(container, ps_args="-o pid,args")
+        if any(needle in " ".join(process) for process in top.get("Processes") or []):
+            return True
+        if docker_api.inspect_container(container)["HostConfig"].get("Runtime") != "runsc":
+            return False
+        listing = docker_api.exec_create(container, ["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"])
+        return needle in docker_api.exec_start(listing["Id"]).decode("utf-8", "replace")
     except docker.errors.APIError:  # not running (any more)
         return False
-    return any(needle in " ".join(process) for process in top.get("Processes") or [])
 
 
 def wait_stopped(docker_api: Any, ids: set[str], timeout: float = 30.0) -> None:
