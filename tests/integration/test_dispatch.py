@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -367,13 +368,16 @@ def test_killed_executor_leaves_nothing_the_next_start_does_not_clean(docker_api
 
     assert HOOKCAGE is not None
     since = time.time()
-    proc = subprocess.Popen([HOOKCAGE, "run", "--timeout", "1", "--", "sleep 100"], cwd=workspace,
+    marker = f"killed-{uuid.uuid4().hex[:12]}"
+    proc = subprocess.Popen([HOOKCAGE, "run", "--timeout", "1", "--", f"sleep 100 # {marker}"], cwd=workspace,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     mine: list[dict[str, Any]] = []
     deadline = time.monotonic() + 30
     while not mine and time.monotonic() < deadline:
+        # This run's container, by its command: other runs share the engine (under gVisor a container
+        # takes longer to start, and another's running one was found first).
         mine = [c for c in docker_api.containers(filters={"label": "hookcage.managed=true"})
-                if c["Created"] >= int(since) - 1 and c["State"] == "running"]
+                if c["Created"] >= int(since) - 1 and c["State"] == "running" and marker in c["Command"]]
         time.sleep(0.05)
     assert mine, "the run never started a container"
     proc.kill()  # the executor dies mid-run: nobody is left to kill or remove its container
