@@ -82,12 +82,17 @@ __all__ = [
     "RUNNER_PACKAGES",
     "RUNNER_WHEELS",
     "SLIM_IMAGE",
+    "STATX_SHIM_DIR",
+    "STATX_SHIM_LABEL",
+    "STATX_SHIM_LIBRARY",
+    "STATX_SHIM_SOURCE",
     "WHEELHOUSE_ENV",
     "ImageBuildError",
     "WheelTool",
     "base_inputs",
     "build_base_image",
     "build_runner_image",
+    "build_statx_shim",
     "debootstrap_packages",
     "docker_build",
     "engine_machine",
@@ -103,6 +108,7 @@ __all__ = [
     "runner_context",
     "runner_image_current",
     "runner_inputs",
+    "shim_compiler",
 ]
 
 DEBIAN_SUITE = "bookworm"
@@ -205,7 +211,15 @@ debootstrap's resolver does not follow virtual packages, and npm's
 dependencies name some (node-has, node-cssesc, node-postcss-selector-parser,
 ...), so dpkg would leave it unconfigured.
 """
-_CONTEXT_FILES = ("Dockerfile", "slim.sh")
+STATX_SHIM_LABEL = "org.hookcage.statx-shim"
+"""Runner image label: ``1`` when the image preloads :data:`STATX_SHIM_LIBRARY`, ``0`` when built without it."""
+STATX_SHIM_SOURCE = "statx-shim.c"
+"""The shim's C source in the runner build context (compiled by the host's cc at build time)."""
+STATX_SHIM_DIR = "shim"
+"""Where, in the prepared build context, the compiled shim is (COPYed to /usr/local/lib/hookcage)."""
+STATX_SHIM_LIBRARY = "libhookcage-statx.so"
+"""The shim: statx() retried without AT_NO_AUTOMOUNT when the kernel says EINVAL (gVisor 20221219)."""
+_CONTEXT_FILES = ("Dockerfile", "slim.sh", STATX_SHIM_SOURCE)
 """The build context's files whose bytes decide the image (README.md does not)."""
 _PIP_TIMEOUT = 900  # seconds for the whole pip download
 _MACHINES = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64", "armv8": "aarch64"}
@@ -438,13 +452,17 @@ def runner_inputs(
     *,
     packages: Sequence[str] = RUNNER_PACKAGES,
     wheels: Sequence[WheelTool] = RUNNER_WHEELS,
+    statx_shim: bool | None = None,
 ) -> str:
     """Everything the runner image is built from, hashed.
 
-    The version, the package list, every wheel pin (all machines) and the
-    bytes of the context's ``Dockerfile`` and ``slim.sh``. RUNNER_IMAGE carries
-    it as its ``hookcage.inputs`` label; an image with another value (or
-    none) is rebuilt.
+    The version, the package list, every wheel pin (all machines), the
+    bytes of the context's ``Dockerfile``, ``slim.sh`` and ``statx-shim.c``,
+    and whether the shim can be compiled (``statx_shim``; default: whether
+    :func:`shim_compiler` finds a C compiler), so an image built without a
+    compiler is rebuilt, with the shim, once one is installed. RUNNER_IMAGE
+    carries it as its ``hookcage.inputs`` label; an image with another value
+    (or none) is rebuilt.
 
     Raises:
         ImageBuildError: a context file is unreadable.
@@ -466,8 +484,72 @@ def runner_inputs(
                 for tool in wheels
             ],
             "files": files,
+            "statx_shim": shim_compiler() is not None if statx_shim is None else statx_shim,
         }
     )
+
+
+# --------------------------------------------------------------------------- statx shim
+
+
+def shim_compiler(environ: Mapping[str, str] | None = None) -> str | None:
+    """The C compiler that builds the statx shim: ``$CC`` (its first word) or ``cc`` on ``$PATH``; None if neither."""
+    env = os.environ if environ is None else environ
+    named = (env.get("CC") or "").split()
+    path = env.get("PATH", "")
+    return shutil.which(named[0], path=path) if named else shutil.which("cc", path=path)
+
+
+_NO_SHIM = (
+    "coreutils' ls and stat will fail in hooks under gVisor 20221219 (Debian's runsc: statx with "
+    "AT_NO_AUTOMOUNT is refused); to get hookcage's statx shim, install a C compiler "
+    "(apt-get install gcc) and run hookcage image build again"
+)
+
+
+def build_statx_shim(
+    context: Path,
+    dest: Path,
+    machine: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    run: Runner = subprocess.run,
+    log: Log = _log_stderr,
+) -> bool:
+    """Compile ``context``'s ``statx-shim.c`` into ``dest``/libhookcage-statx.so with the host's cc.
+
+    ``dest`` is always created (the Dockerfile COPYs it). Without a compiler,
+    for an engine of another machine, or when the compile fails, nothing is
+    put there and one line says what ``ls`` will do under gVisor and how to
+    get the shim: the image is still built, without it.
+
+    Returns:
+        Whether the library is in ``dest``.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    compiler = shim_compiler(environ)
+    host = normalize_machine(platform.machine())
+    if compiler is None:
+        log(f"no C compiler (cc) on this machine: building without the statx shim; {_NO_SHIM}")
+        return False
+    if host != machine:
+        log(f"the engine is {machine}, this machine {host}: building without the statx shim; {_NO_SHIM}")
+        return False
+    output = dest / STATX_SHIM_LIBRARY
+    command = [compiler, "-O2", "-fPIC", "-shared", "-o", str(output), str(context / STATX_SHIM_SOURCE)]
+    try:
+        done = run(command, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        failure = _one_line(exc)
+    else:
+        if done.returncode == 0 and output.is_file():
+            output.chmod(0o644)
+            log(f"compiled the statx shim ({STATX_SHIM_LIBRARY}) with {compiler}")
+            return True
+        failure = _one_line((done.stderr or "").strip() or f"exit status {done.returncode}")
+    output.unlink(missing_ok=True)
+    log(f"{compiler} could not compile {STATX_SHIM_SOURCE} ({failure}): building without the statx shim; {_NO_SHIM}")
+    return False
 
 
 # --------------------------------------------------------------------------- wheels
@@ -706,7 +788,10 @@ def prepare_context(
     run: Runner = subprocess.run,
     log: Log = _log_stderr,
 ) -> Path:
-    """Copy the build context ``source`` to ``dest`` and add the wheels' binaries under ``tools/``.
+    """Copy the build context ``source`` to ``dest``, add the wheels' binaries under ``tools/`` and the statx shim.
+
+    The shim (see :func:`build_statx_shim`) goes under ``shim/``, which is
+    empty when it could not be compiled.
 
     ``source`` (a checkout's ``images/runner`` or the wheel's copy) is only
     read. The wheels are fetched (see :func:`fetch_wheels`) into a temporary
@@ -720,7 +805,9 @@ def prepare_context(
     """
     try:
         shutil.copytree(
-            source, dest, ignore=shutil.ignore_patterns(TOOLS_DIR, "__pycache__", "*.pyc")
+            source,
+            dest,
+            ignore=shutil.ignore_patterns(TOOLS_DIR, STATX_SHIM_DIR, "__pycache__", "*.pyc"),
         )
     except (OSError, shutil.Error) as exc:
         raise ImageBuildError(
@@ -735,6 +822,7 @@ def prepare_context(
             for path in extract_binaries(wheels[tool.project], tool, dest / TOOLS_DIR):
                 installed.append(path.name)
     log(f"verified the wheels' sha256 and extracted {', '.join(installed)}")
+    build_statx_shim(source, dest / STATX_SHIM_DIR, machine, environ=environ, run=run, log=log)
     return dest
 
 
@@ -1345,6 +1433,8 @@ def _docker_build(
 ) -> str:
     """``docker build`` the runner context FROM ``base``, label it with ``inputs``, tag RUNNER_IMAGE.
 
+    The image's STATX_SHIM_LABEL says whether the context has the compiled shim.
+
     Raises:
         ImageBuildError: a build step failed (the last lines of output are logged).
         SandboxUnavailable: the engine cannot be reached.
@@ -1358,7 +1448,10 @@ def _docker_build(
         context,
         tag=RUNNER_IMAGE,
         buildargs=buildargs,
-        labels={INPUTS_LABEL: inputs},
+        labels={
+            INPUTS_LABEL: inputs,
+            STATX_SHIM_LABEL: "1" if (context / STATX_SHIM_DIR / STATX_SHIM_LIBRARY).is_file() else "0",
+        },
         offline=offline,
         nocache=nocache,
         log=log,

@@ -273,7 +273,9 @@ def _verify(engine: Engine, out: Outcome) -> None:
 
 STATX_BUG = ("this runsc's kernel refuses statx with AT_NO_AUTOMOUNT (gVisor before 2023, e.g. Debian's "
              "20221219), so coreutils' ls and stat fail in hooks with 'Invalid argument' (python, node, find, "
-             "test -f work); a newer runsc from gVisor's own apt repository fixes it, or set runtime = \"runc\"")
+             "test -f work); hookcage's runner image works around it with a statx shim when built on a machine with a C "
+             "compiler (apt-get install gcc; hookcage image build); a newer runsc from gVisor's own apt repository "
+             "fixes it, or set runtime = \"runc\"")
 """What :meth:`Engine.lists` finding a failure means, for ``setup runsc`` and ``doctor``."""
 
 

@@ -122,7 +122,7 @@ def _gvisor_lists(probe: Probe, runtime: str) -> Iterator[Check]:
     """Whether coreutils' ``ls -l`` works under this gVisor (a tiny container; needs the runner image)."""
     from executor.errors import HookcageError
     from executor.sandbox.docker.doctor import engine_of
-    from executor.sandbox.images import RUNNER_IMAGE, image_exists
+    from executor.sandbox.images import RUNNER_IMAGE, STATX_SHIM_LABEL, image_exists, inspect_image
     from executor.sandbox.registry import Check
     from executor.sandbox.runsc_setup import STATX_BUG, lists_files
 
@@ -135,8 +135,17 @@ def _gvisor_lists(probe: Probe, runtime: str) -> Iterator[Check]:
         yield Check(f"a container under {runtime} did not start: {exc}", ok=False,
                     fix='hookcage setup runsc --force, or set runtime = "runc"')
         return
+    info = inspect_image(client, RUNNER_IMAGE) or {}
+    shim = ((info.get("Config") or {}).get("Labels") or {}).get(STATX_SHIM_LABEL) == "1"
     if said:
-        yield Check(f"warning: {STATX_BUG}", detail=(f"ls -l / under {runtime}: {said}",))
+        yield Check(f"warning: {STATX_BUG}", detail=(
+            f"ls -l / under {runtime}: {said}",
+            f"{RUNNER_IMAGE} carries hookcage's statx shim, which did not help" if shim else
+            f"{RUNNER_IMAGE} has no statx shim (built without a C compiler): apt-get install gcc, "
+            "then hookcage image build"))
+    elif shim:
+        yield Check(f"{RUNNER_IMAGE} carries hookcage's statx shim: coreutils ls/stat work in it under {runtime} "
+                    "(a user image without it, or a static program, may not: docs/sandbox.md)")
 
 
 def isolation_part(sandbox: Sandbox, options: SandboxOptions) -> Mapping[str, Any]:
