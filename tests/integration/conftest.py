@@ -22,7 +22,6 @@ daemon's pool is this session's when a test here started that daemon
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 import uuid
@@ -43,8 +42,9 @@ SESSION_LABEL = "hookcage.test-session"
 RUN_SESSION_LABEL = "hookcage.session"
 """The agent's session id, on every hook run the executor makes."""
 _SESSION_ENV = TEST_SESSION_ENV
-LEAK_GRACE = 2.0
-"""Seconds a new container may take to go away on its own (another session's run)."""
+LEAK_GRACE = 10.0
+"""Seconds a new container may take to go away on its own (another session's run; a gVisor
+container's removal takes seconds on a loaded machine)."""
 
 os.environ.setdefault(_SESSION_ENV, uuid.uuid4().hex[:12])
 
@@ -83,9 +83,16 @@ def remove_leftovers(client: Any, before: set[str], since: float) -> list[str]:
         time.sleep(0.1)
     names = []
     for entry in left:
+        if entry["State"] == "removing":
+            continue  # its run is removing it: not left behind
         names.append(f"{entry['Names'][0].lstrip('/')} ({entry['State']})")
-        with contextlib.suppress(docker.errors.NotFound):
+        try:
             client.remove_container(entry["Id"], force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:  # 409: its removal began meanwhile
+            if exc.status_code != 409:
+                raise
     return names
 
 
