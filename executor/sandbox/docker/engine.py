@@ -332,13 +332,7 @@ def engine_info(client: docker.APIClient) -> EngineInfo:
         SandboxUnavailable: the engine cannot be reached.
         SandboxError: the engine refused to answer.
     """
-    url = engine_url(client)
-    try:
-        version = retry_transient(client.version)
-        info = retry_transient(client.info)
-    except BACKEND_ERRORS as exc:
-        raise map_engine_error(exc, step="describe", url=url) from exc
-    traits = detect_engine(version, info, _libpod_info(client) if is_podman(version) else None)
+    version, info, traits = _described(client)
     security = [str(s) for s in info.get("SecurityOptions") or []]
     missing = unenforced_limits(traits)
     return EngineInfo(
@@ -392,10 +386,19 @@ def engine_traits(client: docker.APIClient) -> EngineTraits:
         SandboxUnavailable: the engine cannot be reached.
         SandboxError: the engine refused to answer.
     """
-    url = engine_url(client)
+    return _described(client)[2]
+
+
+def _described(client: docker.APIClient) -> tuple[dict[str, Any], dict[str, Any], EngineTraits]:
+    """The engine's ``/version``, ``/info`` and the traits read from them (and Podman's ``/libpod/info``).
+
+    Raises:
+        SandboxUnavailable: the engine cannot be reached.
+        SandboxError: the engine refused to answer.
+    """
     try:
         version = retry_transient(client.version)
         info = retry_transient(client.info)
     except BACKEND_ERRORS as exc:
-        raise map_engine_error(exc, step="describe", url=url) from exc
-    return detect_engine(version, info, _libpod_info(client) if is_podman(version) else None)
+        raise map_engine_error(exc, step="describe", url=engine_url(client)) from exc
+    return version, info, detect_engine(version, info, _libpod_info(client) if is_podman(version) else None)
