@@ -102,10 +102,26 @@ class Bench:
         self.home = self.tmp / "home"
         self.home.mkdir()
         self.before = {c["Id"] for c in self.client.containers(all=True, filters=MANAGED)}
+        self.pools = {str(os.getpid())}
+        """Pool owners whose containers are this run's: this process and the daemons it starts."""
         self.rows: list[tuple[str, list[float] | None, str]] = []
         self.extra: list[tuple[str, str]] = []
 
     # -- helpers ---------------------------------------------------------------
+
+    def ours(self, entry: dict[str, Any]) -> bool:
+        """Whether a managed container is this run's, not another process's on a shared engine.
+
+        A test session's containers carry ``hookcage.test-session``; an agent's
+        (or a test's) hook runs their session id; a daemon's pool its pid.
+        This run's hook runs say ``bench...``, its pools are ``self.pools``.
+        """
+        labels = entry.get("Labels") or {}
+        if "hookcage.test-session" in labels:
+            return False
+        if "hookcage.session" in labels and not labels["hookcage.session"].startswith("bench"):
+            return False
+        return "hookcage.pool" not in labels or labels["hookcage.pool"] in self.pools
 
     def request(self, command: str = HOOK) -> Any:
         from executor.sandbox.base import RunRequest
@@ -346,6 +362,7 @@ class Bench:
         sock = self.home / "hookcage.sock"
         with open(self.tmp / "serve.log", "wb") as log:
             proc = subprocess.Popen([exe, "serve"], env=env, stdout=log, stderr=log)
+            self.pools.add(str(proc.pid))
         try:
             deadline = time.monotonic() + 30
             while not sock.exists() and time.monotonic() < deadline:
@@ -416,12 +433,14 @@ class Bench:
                 t.join()
             return sum(done) / self.seconds
 
+        from executor.sandbox.docker import remove_container_quietly
+
         def engine() -> None:
             c = self.client.create_container(self.image, command=["true"], labels={"hookcage.managed": "true"},
                                              host_config=self.client.create_host_config(), network_disabled=True)
             self.client.start(c["Id"])
             self.client.wait(c["Id"])
-            self.client.remove_container(c["Id"], force=True)
+            remove_container_quietly(self.client, c["Id"])  # another session's reap may be removing it
 
         base = rate(engine)
         self.extra.append(("engine's own create+start+wait+remove, 4 threads", f"{base:.1f}/s"))
@@ -462,6 +481,7 @@ class Bench:
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([exe, "serve", "--listen", "127.0.0.1:0", "--socket", str(home / "s.sock")],
                                     env=env, stdout=log, stderr=log)
+            self.pools.add(str(proc.pid))
         try:
             deadline = time.monotonic() + 60
             while not (found := re.search(r"answering on (http://127\.0\.0\.1:\d+)", log_path.read_text())):
@@ -582,7 +602,8 @@ class Bench:
             print(f"- {name}: {value}")
         deadline = time.monotonic() + 5  # used pooled containers are removed in the background
         while True:
-            left = [c for c in self.client.containers(all=True, filters=MANAGED) if c["Id"] not in self.before]
+            left = [c for c in self.client.containers(all=True, filters=MANAGED)
+                    if c["Id"] not in self.before and self.ours(c)]
             if not left or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
