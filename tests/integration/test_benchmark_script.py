@@ -44,7 +44,16 @@ def test_the_benchmark_prints_its_table_and_leaves_no_container(
         "4 callers",
         "memory of one pooled container",
         "`hookcage dispatch` via HOOKCAGE_URL (TCP), 4 agents x 2 s, pool_size 4: ",
+        "in-process cold, gVisor (runsc)",
+        "in-process warm, gVisor (runsc, pool, pre-started)",
+        "in-process cold, Podman rootful",
+        "in-process warm, Podman rootful",
+        "in-process cold over TLS (tcp://, stunnel)",
+        "in-process warm over TLS (tcp://, stunnel, pool, pre-started)",
     ):
         assert row in out, f"{row!r} missing from:\n{out}"
-    assert "n/a" not in out, out
+    # Every row is measured, but a rootless Podman's where it cannot hold the
+    # hooks' limits (cgroup v1, as on this project's machines): it says why.
+    unmeasured = [line for line in out.splitlines() if "n/a" in line]
+    assert all("Podman rootless" in line and "n/a (" in line for line in unmeasured), out
     assert "containers labelled hookcage.managed=true left after the run: 0" in out
