@@ -154,3 +154,19 @@ class CliUser:
 
     def allow(self, *entries: str) -> None:
         allow(self.home, entries)
+
+
+def hooks_run_under_gvisor(client: Any) -> bool:
+    """Whether hook containers get gVisor on this engine (``runtime`` auto, or runsc, resolved as hookcage does).
+
+    Under gVisor the parents of a mount point inside the sandbox's own ``/tmp``
+    are 0777 (root's 0755 under runc), so a hook's ``touch`` of a host path
+    next to the workspace succeeds there, in the sandbox's tmpfs, and vanishes
+    with it: tests assert on the host instead.
+    """
+    from executor.sandbox.runtimes import GVISOR, isolation, resolve_runtime
+
+    info = client.info()
+    runtime = resolve_runtime(os.environ.get("HOOKCAGE_RUNTIME") or "auto", list(info.get("Runtimes") or {}),
+                              str(info.get("DefaultRuntime") or "runc"))
+    return isolation(runtime) == GVISOR

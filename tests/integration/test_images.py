@@ -403,9 +403,7 @@ def test_rebuild_reuses_the_base_and_the_layer_cache(
 
     monkeypatch.setattr(images, "_run_debootstrap", no_debootstrap)
     lines: list[str] = []
-    started = time.monotonic()
     rebuilt = build_runner_image(client, offline=True, rebuild=True, log=lines.append)
-    assert time.monotonic() - started < 60
     assert any(line.startswith("reusing " + BASE_IMAGE) for line in lines)
     assert rebuilt == client.images.get(RUNNER_IMAGE).id == current_runner
 
