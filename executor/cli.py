@@ -540,14 +540,16 @@ def _show_dependencies(subject: Any) -> None:
                        "the hook will not run")
         elif need.kind == "uv":
             click.echo(f"    dependencies: {_field(need.describe())}\n"
-                       "      fetched now as wheels with this machine's pip (no package code runs here), "
-                       "installed by uv in a network-less sandbox; runs use them read-only, offline")
+                       "      fetched now as wheels from your index by this machine's pip, which may start no "
+                       "process here (nothing is built, no package code runs here; a dependency that is not a "
+                       "wheel is refused), installed by uv in a network-less sandbox; runs use them read-only, offline")
         else:
             how = ("every one is local: installed network-less" if not need.registry else
-                   f"{_field(', '.join(need.registry))} from the npm registry: installed with network")
+                   f"{_field(', '.join(need.registry))} and what they depend on from the npm registry: "
+                   "installed with network, in the sandbox")
             click.echo(f"    dependencies: {_field(need.describe())}\n"
-                       f"      npm install --ignore-scripts in a sandbox with no workspace ({how}); "
-                       "runs use them read-only through NODE_PATH, offline")
+                       f"      npm install --ignore-scripts in a sandbox with no workspace ({how}; nothing runs "
+                       "on this machine); runs use them read-only through NODE_PATH, offline")
 
 
 def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]]) -> int:

@@ -562,8 +562,16 @@ class HookExecutor:
             except HookcageError as exc:
                 refused.append((hook, str(exc)))
                 continue
-            if not self.is_trusted(subject):
-                pending.append((hook, subject))
+            if self.is_trusted(subject):
+                continue
+            # A dependency that is not a package from an index or registry (a URL, a path,
+            # git, a pip option) is never fetched, so the hook cannot be trusted: refused
+            # here, at review, naming it; only the hooks whose files name it are affected.
+            bad = next((need for need in find_needs(subject.files) if need.problem), None)
+            if bad is not None:
+                refused.append((hook, f"dependencies refused: {bad.where()}: {bad.problem}"))
+                continue
+            pending.append((hook, subject))
         return pending, refused
 
     def grant(self, subjects: Sequence[TrustSubject]) -> int:
