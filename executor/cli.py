@@ -540,9 +540,9 @@ def _show_dependencies(subject: Any) -> None:
                        "the hook will not run")
         elif need.kind == "uv":
             click.echo(f"    dependencies: {_field(need.describe())}\n"
-                       "      fetched now as wheels from your index by this machine's pip, which may start no "
-                       "process here (nothing is built, no package code runs here; a dependency that is not a "
-                       "wheel is refused), installed by uv in a network-less sandbox; runs use them read-only, offline")
+                       "      fetched now by this machine's pip as wheels from your index; pip may start no "
+                       "process here, so nothing is built and no package code runs here (a dependency that is not "
+                       "a wheel is refused); installed by uv in a network-less sandbox; runs use them read-only, offline")
         else:
             how = ("every one is local: installed network-less" if not need.registry else
                    f"{_field(', '.join(need.registry))} and what they depend on from the npm registry: "

@@ -567,9 +567,10 @@ class HookExecutor:
             # A dependency that is not a package from an index or registry (a URL, a path,
             # git, a pip option) is never fetched, so the hook cannot be trusted: refused
             # here, at review, naming it; only the hooks whose files name it are affected.
-            bad = next((need for need in find_needs(subject.files) if need.problem), None)
-            if bad is not None:
-                refused.append((hook, f"dependencies refused: {bad.where()}: {bad.problem}"))
+            bad = [need for need in find_needs(subject.files) if need.problem]
+            if bad:
+                more = f" (and {len(bad) - 1} more file(s) naming dependencies refused)" if len(bad) > 1 else ""
+                refused.append((hook, f"dependencies refused: {bad[0].where()}: {bad[0].problem}{more}"))
                 continue
             pending.append((hook, subject))
         return pending, refused

@@ -10,18 +10,14 @@ the archive runs.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import io
 import shutil
 import subprocess
 import sys
-import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
 from packaging.requirements import InvalidRequirement
+from pkgfixtures import evil_sources, sdist, wheel
 
 from executor.sandbox.depcache import (
     PIP_REFUSED,
@@ -32,46 +28,6 @@ from executor.sandbox.depcache import (
 )
 
 TARGET = Target.from_probe({"python": "3.11", "platform": "linux-x86_64", "libc": "glibc 2.36"})
-
-
-def wheel(folder: Path, name: str, requires: list[str]) -> Path:
-    """A minimal pure-Python wheel whose METADATA names ``requires``."""
-    files = {
-        f"{name}/__init__.py": b"",
-        f"{name}-1.0.dist-info/METADATA": (f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
-                                           + "".join(f"Requires-Dist: {r}\n" for r in requires)).encode(),
-        f"{name}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
-              for path, data in files.items()]
-    files[f"{name}-1.0.dist-info/RECORD"] = ("\n".join([*record, f"{name}-1.0.dist-info/RECORD,,"]) + "\n").encode()
-    path = folder / f"{name}-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        for member, data in files.items():
-            archive.writestr(member, data)
-    return path
-
-
-def evil_sources(marker: Path) -> dict[str, str]:
-    """A source tree whose in-tree build backend writes ``marker`` as soon as it is imported."""
-    return {
-        "pyproject.toml": "[build-system]\nrequires = []\nbuild-backend = 'backend'\nbackend-path = ['.']\n",
-        "backend.py": f"import pathlib\npathlib.Path({str(marker)!r}).write_text('repository code ran')\n"
-                      "def prepare_metadata_for_build_wheel(*a, **k): raise SystemExit('no')\n"
-                      "def build_wheel(*a, **k): raise SystemExit('no')\n",
-        "PKG-INFO": "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n",
-    }
-
-
-def sdist(folder: Path, marker: Path) -> Path:
-    path = folder / "evil-1.0.tar.gz"
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in evil_sources(marker).items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"evil-1.0/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
 
 
 def download(tmp_path: Path, index: Path, *requirements: str) -> subprocess.CompletedProcess[str]:
