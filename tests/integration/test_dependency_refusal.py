@@ -108,6 +108,9 @@ def test_url_path_and_git_dependencies_are_refused_at_review_and_nothing_runs_on
     ran, said = context(repo.dispatch())
     assert ran == "neighbour ran"
     assert "4 project hooks not run: not trusted yet" in said
+    # and why, so `hookcage trust` is not suggested in vain
+    assert "dependencies refused: .hookcage/url/by_url.py: dependency 'evil @ file:" in said
+    assert "dependencies refused: .hookcage/node/package.json: evil@evil/repo" in said
     assert not repo.marker.exists()
 
 
