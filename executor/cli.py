@@ -621,8 +621,9 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     for hook, why in refused:
         click.echo(f"cannot review {_hook_scope_text(hook)}: {_shown(why)}", err=True)
     if not pending:
-        click.echo(f"nothing to review: every project hook in {_field(root)} is trusted"
-                   + (f" ({len(refused)} could not be reviewed)" if refused else ""))
+        click.echo(f"nothing to review: every project hook in {_field(root)} is trusted" if not refused else
+                   f"nothing else to review in {_field(root)}: {len(refused)} hook(s) could not be reviewed "
+                   "(above) and stay untrusted; every other project hook is trusted")
         unfetched = executor.unfetched(root, agents)
         if unfetched:
             click.echo(f"fetching the dependencies of {len(unfetched)} trusted hook(s) (not in the cache)")

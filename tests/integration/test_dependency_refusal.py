@@ -162,3 +162,32 @@ def test_a_hook_trusted_elsewhere_still_fetches_nothing_of_a_url(repo: Repo) -> 
     _, said = context(repo.dispatch())
     assert "names a URL (file)" in said and "not run" in said
     assert not repo.marker.exists()
+
+
+@pytest.mark.parametrize("manifest, lock, needle", [
+    ({"bitbucket-dep": "bitbucket:evil/repo"}, None, "bitbucket-dep@bitbucket:evil/repo: a git dependency"),
+    ({"gist-dep": "gist:0123abcd"}, None, "gist-dep@gist:0123abcd: a git dependency"),
+    ({"semver-dep": "evil/repo#semver:^1.0"}, None, "semver-dep@evil/repo#semver:^1.0: a git dependency"),
+    ({"alias": "npm:y@github:evil/repo"}, None, "alias@npm:y@github:evil/repo: the alias is not to a registry version"),
+    ({"a": "^1.0.0"}, {"lockfileVersion": 3, "packages": {"": {"dependencies": {"a": "^1.0.0"}}, "node_modules/a": {
+        "version": "1.0.0", "resolved": "git+ssh://git@github.com/evil/repo.git#0123abcd"}}},
+     "package-lock.json: node_modules/a resolved 'git+ssh://git@github.com/evil/repo.git#0123abcd'"),
+])
+def test_node_git_specs_and_lock_entries_are_refused_at_review(
+    repo: Repo, manifest: dict[str, str], lock: dict[str, Any] | None, needle: str
+) -> None:
+    node = repo.hookdir / "node"
+    node.mkdir()
+    node.chmod(0o755)
+    (node / "package.json").write_text(json.dumps({"dependencies": manifest}))
+    if lock is not None:
+        (node / "package-lock.json").write_text(json.dumps(lock))
+    (node / "guard.js").write_text(NODE_GUARD)
+    command = 'node "$CLAUDE_PROJECT_DIR"/.hookcage/node/guard.js'
+    repo.hooks(command)
+    review = repo.run("trust", "--all", "--yes")
+    assert review.returncode == 1
+    (line,) = [ln for ln in review.stderr.splitlines() if ln.startswith("cannot review")]
+    assert needle in line and "dependencies refused: .hookcage/node/package.json: " in line
+    assert "1 hook(s) could not be reviewed (above) and stay untrusted" in review.stdout
+    assert not (repo.home / "deps").exists()  # nothing fetched, no npm container made
