@@ -56,6 +56,8 @@ _TARBALL = re.compile(r".*\.(?:tgz|tar\.gz|tar)\Z")
 # pip takes a requirement whose name ends like an archive for a file to build (pip's
 # ARCHIVE_EXTENSIONS; "x-1.0.tar.gz" and "x.whl" are valid PEP 508 names).
 _ARCHIVE_NAME = re.compile(r".*\.(?:zip|whl|tar|tgz|tbz|txz|tlz|tar\.(?:gz|bz2|xz|lz|lzma))\Z", re.IGNORECASE)
+# A requirement without its marker, as pip reads it: a name, extras and PEP 440 versions only.
+_PLAIN_REQUIREMENT = re.compile(r"[A-Za-z0-9._\-\[\],<>=!~*+ ]+\Z")
 # What a script's [tool.uv] table may hold: settings that name no place to get packages from.
 # Requirement lists are checked like `dependencies`; every other key (sources, index, index-url,
 # extra-index-url, find-links, pip, workspace, ...) would make uv get packages from somewhere
@@ -226,8 +228,13 @@ def requirement_problem(text: str) -> str | None:
     if requirement.url is not None:
         scheme = requirement.url.split(":", 1)[0] if ":" in requirement.url else "a path"
         return f"dependency {text!r} names a URL ({scheme}), not a package from an index; {ONLY_INDEX}"
-    if _ARCHIVE_NAME.match(requirement.name):
-        return f"dependency {text!r} names an archive file, not a package; {ONLY_INDEX}"
+    # What pip reads as the requirement: the text before the marker. pip takes it for a path
+    # when it has a slash or ends like an archive, and builds what is there: "x-1.0.tar.gz",
+    # "x.whl", or a version that is a path ("x===/../../tmp/x-1.0.tar.gz", which PEP 440's
+    # arbitrary equality lets through).
+    plain = str(requirement).split(";", 1)[0].strip()
+    if _ARCHIVE_NAME.match(plain) or not _PLAIN_REQUIREMENT.match(plain):
+        return f"dependency {text!r} names an archive file or a path, not a package; {ONLY_INDEX}"
     return None
 
 

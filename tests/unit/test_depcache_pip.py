@@ -118,3 +118,15 @@ def test_a_name_pip_takes_for_an_archive_builds_nothing_even_when_it_is_there(tm
     sdist(tmp_path / "cwd", marker)
     proc = download(tmp_path, index, "evil-1.0.tar.gz")
     assert proc.returncode != 0 and not marker.exists()
+
+
+def test_a_version_that_is_a_path_builds_nothing(tmp_path: Path, index: Path) -> None:
+    """PEP 440's arbitrary equality takes any string: `x===/../../<archive>` is a valid requirement by
+    name that pip reads as a path out of its folder (the review refuses it: requirement_problem)."""
+    marker = tmp_path / "MARKER"
+    archive = sdist(tmp_path, marker)
+    (tmp_path / "cwd").mkdir()
+    ups = "/.." * (len((tmp_path / "cwd").parts) + 2)
+    proc = download(tmp_path, index, f"evil==={ups}{archive}")
+    assert proc.returncode != 0 and not marker.exists()
+    assert PIP_REFUSED in proc.stderr

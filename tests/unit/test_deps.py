@@ -203,6 +203,9 @@ def uv_script(*deps: str, tool: str = "") -> bytes:
     ("file:///abs/x.tar.gz", "is not a requirement by name"),
     ("https://h/x.tar.gz", "is not a requirement by name"),
     ("git+https://h/x.git", "is not a requirement by name"),
+    ("x===/../../../../tmp/x-1.0.tar.gz", "names an archive file or a path"),  # arbitrary equality
+    ("x===./vendor", "names an archive file or a path"),
+    ("x==1.0+local.tar.gz", "names an archive file or a path"),
     ("x.whl", "names an archive file"),
     ("x-1.0.tar.gz", "names an archive file"),
     ("x-1.0.zip", "names an archive file"),
