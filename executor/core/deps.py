@@ -51,7 +51,7 @@ _PEP723_HEADER = re.compile(r"# /// ([a-zA-Z0-9-]+)")
 NODE_SUFFIXES = (".js", ".mjs", ".cjs")
 NODE_LOCKS = ("package-lock.json", "npm-shrinkwrap.json")
 _LOCAL_SPEC = re.compile(r"(?:file|link):(?P<path>.*)\Z", re.DOTALL)
-_TARBALL = re.compile(r".*\.(?:tgz|tar\.gz|tar)\Z")
+_TARBALL = re.compile(r".*\.(?:tgz|tar\.gz|tar)\Z", re.IGNORECASE)  # a file to npm-package-arg
 
 # pip takes a requirement whose name ends like an archive for a file to build (pip's
 # ARCHIVE_EXTENSIONS; "x-1.0.tar.gz" and "x.whl" are valid PEP 508 names).

@@ -373,3 +373,10 @@ def test_a_refused_need_is_kept_in_the_trust_profile() -> None:
     assert need is not None and need.to_json()["problem"] == need.problem
     assert need.where() == "h.py" and Need("node", ".").where() == "package.json"
     assert Need("node", "a/b").where() == "a/b/package.json"
+
+
+def test_an_upper_case_tarball_name_is_a_local_file_as_npm_reads_it() -> None:
+    need = node_need("h", json.dumps({"dependencies": {"x": "X-1.0.TGZ", "y": "../../Y.TAR"}}).encode())
+    assert need is not None and need.problem is not None and "y@../../Y.TAR lies outside the project" in need.problem
+    fine = node_need("h", json.dumps({"dependencies": {"x": "X-1.0.TGZ"}}).encode())
+    assert fine is not None and fine.local == ("h/X-1.0.TGZ",) and fine.registry == ()
