@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from executor.core.deps import (
     ONLY_INDEX,
@@ -380,3 +382,35 @@ def test_an_upper_case_tarball_name_is_a_local_file_as_npm_reads_it() -> None:
     assert need is not None and need.problem is not None and "y@../../Y.TAR lies outside the project" in need.problem
     fine = node_need("h", json.dumps({"dependencies": {"x": "X-1.0.TGZ"}}).encode())
     assert fine is not None and fine.local == ("h/X-1.0.TGZ",) and fine.registry == ()
+
+
+# Property: whatever a repository writes, the classifiers answer (no exception), and an accepted
+# Python requirement is one pip reads as a name: no URL, no slash, no archive ending before the marker.
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+                     max_leaves=20)
+_SPEC_CHARS = st.text(alphabet="abcXYZ019.-_/@:#^~<>=| +*!'()\\$\n", max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=40), _SPEC_CHARS))
+def test_any_python_dependency_is_answered_and_an_accepted_one_is_a_name(text: str) -> None:
+    problem = requirement_problem(text)
+    if problem is None:
+        from packaging.requirements import Requirement
+
+        requirement = Requirement(text)
+        plain = str(requirement).split(";", 1)[0]
+        assert requirement.url is None and "/" not in plain and "\\" not in plain and "@" not in plain
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SPEC_CHARS, _JSON)
+def test_any_node_spec_manifest_or_lock_is_answered(spec: str, value: object) -> None:
+    problem = npm_spec_problem(spec)
+    if problem is None:  # accepted: nothing npm reads as git, a URL or a path
+        assert not any(c in spec for c in "/:#@\\") or spec.startswith("npm:")
+    node_need("h", json.dumps({"dependencies": {"x": spec}, "overrides": value}).encode())
+    lock_problem("h", "h/package-lock.json", json.dumps({"packages": value, "dependencies": value}).encode())
+    uv_need("h.py", b"# /// script\n# dependencies = ['x']\n# [tool.uv]\n# sources = 1\n# ///\n")
