@@ -376,6 +376,10 @@ class _Job:
             inside = path.startswith(prefix) or any(path == p or path.startswith(p + "/") for p in need.local)
             if not inside or state.data is None or "/node_modules/" in f"/{path}/":
                 continue
+            if posixpath.basename(path) == ".npmrc":
+                # npm would obey it (another registry, a `git` program, proxies): reviewed, but not
+                # what the review says is fetched. The install uses the image's npm configuration.
+                continue
             dest = package / path
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(state.data)

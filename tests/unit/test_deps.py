@@ -414,3 +414,27 @@ def test_any_node_spec_manifest_or_lock_is_answered(spec: str, value: object) ->
     node_need("h", json.dumps({"dependencies": {"x": spec}, "overrides": value}).encode())
     lock_problem("h", "h/package-lock.json", json.dumps({"packages": value, "dependencies": value}).encode())
     uv_need("h.py", b"# /// script\n# dependencies = ['x']\n# [tool.uv]\n# sources = 1\n# ///\n")
+
+
+def test_a_projects_npmrc_is_not_given_to_npm(tmp_path: Path) -> None:
+    """A reviewed `.npmrc` beside the package (registry=..., git=...) would redirect the install."""
+    from executor.sandbox.base import RunRequest, RunResult
+    from executor.sandbox.depcache import DepCache
+
+    files = (state("h/package.json", b'{"dependencies": {"a": "^1"}}'), state("h/guard.js", b""),
+             state("h/.npmrc", b"registry=http://evil.example/\ngit=/tmp/evil\n"))
+    requests: list[RunRequest] = []
+
+    def run(request: RunRequest) -> RunResult:
+        requests.append(request)
+        return RunResult(0)
+
+    cache = DepCache(tmp_path / "deps")
+    (tmp_path / "staging").mkdir()
+    problem = cache.fetch("k", find_needs(files), files, root=tmp_path, image=None, run=run,
+                          staging=tmp_path / "staging", log=lambda line: None)
+    assert problem is None
+    assert (cache.path("k") / "node" / "h" / "package.json").is_file()
+    assert not (cache.path("k") / "node" / "h" / ".npmrc").exists()
+    (request,) = requests
+    assert "--ignore-scripts" in request.command and request.options.workspace == "none"
