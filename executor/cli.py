@@ -540,14 +540,16 @@ def _show_dependencies(subject: Any) -> None:
                        "the hook will not run")
         elif need.kind == "uv":
             click.echo(f"    dependencies: {_field(need.describe())}\n"
-                       "      fetched now as wheels with this machine's pip (no package code runs here), "
-                       "installed by uv in a network-less sandbox; runs use them read-only, offline")
+                       "      fetched now by this machine's pip as wheels from your index; pip may start no "
+                       "process here, so nothing is built and no package code runs here (a dependency that is not "
+                       "a wheel is refused); installed by uv in a network-less sandbox; runs use them read-only, offline")
         else:
             how = ("every one is local: installed network-less" if not need.registry else
-                   f"{_field(', '.join(need.registry))} from the npm registry: installed with network")
+                   f"{_field(', '.join(need.registry))} and what they depend on from the npm registry: "
+                   "installed with network, in the sandbox")
             click.echo(f"    dependencies: {_field(need.describe())}\n"
-                       f"      npm install --ignore-scripts in a sandbox with no workspace ({how}); "
-                       "runs use them read-only through NODE_PATH, offline")
+                       f"      npm install --ignore-scripts in a sandbox with no workspace ({how}; nothing runs "
+                       "on this machine); runs use them read-only through NODE_PATH, offline")
 
 
 def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]]) -> int:
@@ -619,8 +621,9 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     for hook, why in refused:
         click.echo(f"cannot review {_hook_scope_text(hook)}: {_shown(why)}", err=True)
     if not pending:
-        click.echo(f"nothing to review: every project hook in {_field(root)} is trusted"
-                   + (f" ({len(refused)} could not be reviewed)" if refused else ""))
+        click.echo(f"nothing to review: every project hook in {_field(root)} is trusted" if not refused else
+                   f"nothing else to review in {_field(root)}: {len(refused)} hook(s) could not be reviewed "
+                   "(above) and stay untrusted; every other project hook is trusted")
         unfetched = executor.unfetched(root, agents)
         if unfetched:
             click.echo(f"fetching the dependencies of {len(unfetched)} trusted hook(s) (not in the cache)")

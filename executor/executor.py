@@ -192,6 +192,18 @@ def _inside_project(path: Path, root: str) -> bool:
     return os.path.commonpath([real, project]) == project
 
 
+def _refused_dependencies(files: Sequence[FileState]) -> str | None:
+    """Why a hook's dependencies are refused (one line, naming the file and the dependency), if they are.
+
+    Such a hook cannot be trusted: what it names is never fetched (a URL, a path, git, ...).
+    """
+    bad = [need for need in find_needs(files) if need.problem]
+    if not bad:
+        return None
+    more = f" (and {len(bad) - 1} more file(s) naming dependencies refused)" if len(bad) > 1 else ""
+    return f"dependencies refused: {bad[0].where()}: {bad[0].problem}{more}"
+
+
 def _untrusted_note(details: Sequence[str], root: Path) -> str:
     count = len(details)
     unsafe = [d for d in details if d != "new or changed since it was reviewed"]
@@ -398,7 +410,9 @@ class HookExecutor:
         except HookcageError as exc:  # the image cannot be resolved: the hook cannot run
             return _Gate(outcome=error_outcome(hook.label, str(exc), hook_id=hook.id), allow=check, trusted=False)
         if not trusted:
-            return _Gate(skip=Skip("untrusted", "new or changed since it was reviewed"), allow=check, trusted=False)
+            refused = _refused_dependencies(subject.files)
+            return _Gate(skip=Skip("untrusted", refused or "new or changed since it was reviewed"),
+                         allow=check, trusted=False)
         if not check_cache:
             return _Gate(allow=check, trusted=True)
         needs = find_needs(subject.files)
@@ -562,8 +576,16 @@ class HookExecutor:
             except HookcageError as exc:
                 refused.append((hook, str(exc)))
                 continue
-            if not self.is_trusted(subject):
-                pending.append((hook, subject))
+            if self.is_trusted(subject):
+                continue
+            # A dependency that is not a package from an index or registry (a URL, a path,
+            # git, a pip option) is never fetched, so the hook cannot be trusted: refused
+            # here, at review, naming it; only the hooks whose files name it are affected.
+            why = _refused_dependencies(subject.files)
+            if why:
+                refused.append((hook, why))
+                continue
+            pending.append((hook, subject))
         return pending, refused
 
     def grant(self, subjects: Sequence[TrustSubject]) -> int:
