@@ -362,3 +362,17 @@ def test_safeio_reads_only_regular_files_within_the_limit(tmp_path_factory: pyte
     else:
         assert kind == "file" and size <= limit and len(data) == size
     assert stat.S_ISFIFO(os.lstat(path).st_mode) == (kind == "fifo")
+
+
+# -- install ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("what", ["fifo", "/dev/zero"])
+def test_install_refuses_a_special_agent_file_without_blocking(tmp_path: Path, what: str) -> None:
+    from executor.errors import HookcageError
+    from executor.installer import read_current
+
+    path = tmp_path / "settings.json"
+    for _ in plant(path, what):
+        with pytest.raises(HookcageError, match="not a regular file"):
+            finishes(lambda: read_current(str(path)))
