@@ -30,9 +30,11 @@ from executor.settings import Settings
 
 MAX_HOOK_FILE = 4 * 1024 * 1024
 """Bytes of a JSON hook file (json parses 4 MiB in ~50 ms here)."""
-MAX_FILE_BYTES: dict[str, int] = {"json": MAX_HOOK_FILE, "toml": 256 * 1024, "yaml": 64 * 1024}
+MAX_FILE_BYTES: dict[str, int] = {"json": MAX_HOOK_FILE, "toml": 256 * 1024, "yaml": 32 * 1024}
 """Bytes of a hook file by format: each format's worst file at its limit parses in well under a
-second (measured: a 4 MiB hook-less YAML file takes 18-54 s with PyYAML, a 4 MiB TOML one 1-3 s)."""
+second. Measured (CPU time, the worst shapes found: flow sequences and maps for YAML, one long
+array for TOML): YAML 32 KiB 0.21 s (64 KiB 0.47 s; 4 MiB 18-54 s), TOML 256 KiB 0.17 s
+(4 MiB 1-3 s), JSON 4 MiB 0.06-0.09 s."""
 MAX_VALUES = 20_000
 """Values (objects, arrays, keys' values, scalars) one decoded hook file may hold; counted before
 the agent's parser walks it, so a file of 40,000 tiny handlers costs milliseconds."""

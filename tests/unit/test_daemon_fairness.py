@@ -122,3 +122,40 @@ def test_the_global_cap_is_below_the_worker_threads() -> None:
 
     assert anyio.run(tokens) > MAX_IN_FLIGHT
     assert MAX_PER_PROJECT < MAX_IN_FLIGHT and daemon.REMOTE_PER_PROJECT >= 1
+
+
+def test_on_tcp_a_project_past_its_share_is_503_and_another_project_still_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_service_http import RELEASE, Service, wait_for
+
+    RELEASE.clear()
+    service = Service(tmp_path, monkeypatch)
+    try:
+        service.user_hooks(UserPromptSubmit=["wait-for-release"])
+        service.start(max_concurrent=8, max_queue=8)
+        other = tmp_path / "other"
+        other.mkdir()
+        results: list[tuple[int, Any]] = []
+
+        def send(project: Path) -> None:
+            results.append(service.dispatch(service.prompt(cwd=str(project))))
+
+        threads = [threading.Thread(target=send, args=(service.project,)) for _ in range(daemon.REMOTE_PER_PROJECT)]
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: len(service.sandbox.requests) == daemon.REMOTE_PER_PROJECT)
+        status, answer = service.dispatch(service.prompt())  # one more of the same project
+        assert status == 503 and "in flight already" in answer["detail"] and "\n" not in answer["detail"]
+        late = threading.Thread(target=send, args=(other,))
+        late.start()
+        wait_for(lambda: len(service.sandbox.requests) == daemon.REMOTE_PER_PROJECT + 1)  # another project runs
+        RELEASE.set()
+        for thread in [*threads, late]:
+            thread.join(HANG)
+        assert [s for s, _ in results] == [200] * (daemon.REMOTE_PER_PROJECT + 1)
+    finally:
+        RELEASE.set()
+        service.stop()
