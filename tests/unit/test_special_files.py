@@ -307,8 +307,21 @@ FORMS: list[tuple[str, FileFormat]] = [(name, source.format) for name, d in DIAL
                                        for source in d.sources(config.where(Path("/r"), {"HOME": "/h"}))[:1]]
 
 
+KEYS = st.sampled_from(["hooks", "PreToolUse", "pre_tool", "type", "command", "matcher", "version", "timeout",
+                        "x", "features", "codex_hooks", "enabled"])
+_SCALARS = st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.text(max_size=20)
+TOML_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
+                           max_leaves=40)
+
+
+def _toml(value: dict[str, Any]) -> bytes:
+    import tomlkit
+
+    return tomlkit.dumps(value).encode()
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(raw=st.one_of(st.binary(max_size=4096),
+@given(raw=st.one_of(st.binary(max_size=4096), st.dictionaries(KEYS, TOML_VALUES, max_size=4).map(_toml),
                      st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
                                   lambda inner: st.lists(inner, max_size=5)
                                   | st.dictionaries(st.sampled_from(["hooks", "PreToolUse", "type", "command",
@@ -376,3 +389,21 @@ def test_install_refuses_a_special_agent_file_without_blocking(tmp_path: Path, w
     for _ in plant(path, what):
         with pytest.raises(HookcageError, match="not a regular file"):
             finishes(lambda: read_current(str(path)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(count=st.integers(min_value=0, max_value=3 * MAX_HANDLERS), agent=st.sampled_from(["claude", "codebuddy", "gemini"]))
+def test_any_number_of_handlers_is_loaded_or_named_with_its_limit(tmp_path_factory: pytest.TempPathFactory,
+                                                                  count: int, agent: str) -> None:
+    root = tmp_path_factory.mktemp("n")
+    path = root / "settings.json"
+    event = "BeforeTool" if agent == "gemini" else "PreToolUse"
+    path.write_text(json.dumps(handlers(count, event)))
+    loaded = load_hook_file(path, Scope.PROJECT, root, DIALECTS[agent], "json")
+    if count == 0:
+        assert loaded is not None and not loaded.hooks
+    elif count <= MAX_HANDLERS:
+        assert loaded is not None and len(loaded.hooks) == count
+    else:
+        assert loaded is not None and not loaded.hooks and len(loaded.problems) == 1
+        assert f"more than the {MAX_HANDLERS:,}" in str(loaded.problems[0]) or "values" in str(loaded.problems[0])
