@@ -38,7 +38,13 @@ How this works:
    reached and end at their timeout. At start, the daemon removes what
    killed processes left: staging folders (:mod:`executor.sandbox.staging`) and
    containers whose owning process is gone (:mod:`executor.sandbox.orphans`).
-7. With ``--listen HOST:PORT`` (:mod:`executor.service.remote`) a second
+7. One project cannot starve the daemon: at most :data:`MAX_PER_PROJECT`
+   events of one project root are in flight on the socket
+   (:data:`REMOTE_PER_PROJECT` on TCP) and :data:`MAX_IN_FLIGHT` in all; one
+   more is refused at once (:class:`Busy`: 409 and the caller answers
+   in-process; 503 on TCP), and a request that finds no worker thread within
+   :data:`START_WAIT` seconds is refused too, never left waiting.
+8. With ``--listen HOST:PORT`` (:mod:`executor.service.remote`) a second
    uvicorn server in the same loop answers on TCP, behind a bearer token, in
    *remote mode* (:meth:`Daemon.answer_remote`): the service's own settings
    and environment, the caller's project only. The socket's app and answers

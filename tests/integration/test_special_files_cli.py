@@ -96,6 +96,30 @@ def test_a_special_hook_file_freezes_no_command(repo: Repo, what: str) -> None:
             assert "Traceback" not in out
 
 
+EVERY_AGENTS_FILE = [
+    ".hookcage/hooks.json", ".hookcage/hooks.local.json", ".claude/settings.local.json", ".codebuddy/settings.json",
+    ".codebuddy/hooks.json", ".codex/hooks.json", ".codex/config.toml", ".github/hooks/a.json", ".cursor/hooks.json",
+    ".gemini/settings.json", ".infer/hooks.yaml", ".jcode/hooks.json", ".ok/settings.json",
+]
+
+
+def test_a_fifo_in_any_agents_file_freezes_neither_list_nor_validate(repo: Repo) -> None:
+    """hookcage's own files are read for every agent: a FIFO there used to hang every agent's dispatch."""
+    for relative in EVERY_AGENTS_FILE:
+        path = repo.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path)
+    for args in (["list"], ["validate"], ["trust", "--all", "--yes"]):
+        proc = repo.cli(args)
+        out = proc.stdout + proc.stderr
+        for relative in EVERY_AGENTS_FILE:
+            assert f"{repo.root / relative}: $: is a FIFO (named pipe)" in out, (args, relative, out)
+    for agent in ("claude", "gemini", "cursor", "codex", "codebuddy", "jcode", "ok", "copilot"):
+        proc = repo.cli(["dispatch", "PreToolUse", "--agent", agent])  # answers (some agents show no message)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (agent, proc)
+        assert agent != "claude" or str(repo.root / ".hookcage/hooks.json") in proc.stdout, proc
+
+
 def test_the_users_guard_still_runs_in_the_engine_beside_a_fifo(repo: Repo, runner_image: str) -> None:
     repo.user_guard()
     for _ in plant(repo.hook_file, "fifo"):

@@ -36,6 +36,7 @@ from executor.config import (
     load_hook_file,
 )
 from executor.core.hooks import Scope
+from executor.core.report import row_of
 from executor.dialects import DIALECTS
 from executor.dialects.base import FileFormat
 from executor.gates.trust import UnsafeReference, collect_references
@@ -276,13 +277,15 @@ def test_problems_are_capped_with_a_count(repo: Path) -> None:
 
 
 def test_the_run_log_of_one_event_is_capped_and_counts_the_rest() -> None:
-    skipped = [{"hook_id": f"h{i}", "outcome": "skipped", "skip_reason": "not_allowlisted", "detail": "x"}
-               for i in range(5000)]
+    skipped = [{"time": "2026-11-27T13:00:00+00:00", "event": "PreToolUse", "hook_id": f"h{i}",
+                "outcome": "skipped", "skip_reason": "not_allowlisted", "detail": "x"} for i in range(5000)]
     ran = [{"hook_id": "r", "outcome": "ran"}]
     out = cap_event([*ran, *skipped])
     assert len(out) == 1 + MAX_SKIPS_LOGGED + 1
     assert out[0]["outcome"] == "ran"
     assert out[-1]["omitted"] == 5000 - MAX_SKIPS_LOGGED and "not logged one by one" in out[-1]["detail"]
+    row = row_of(out[-1])  # hookcage report reads the count as one skipped row
+    assert row is not None and row.outcome == "off-list"
     few = skipped[:MAX_SKIPS_LOGGED]
     assert cap_event(few) == few
 
