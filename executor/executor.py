@@ -83,6 +83,9 @@ from executor.settings import Settings, load_settings
 SandboxFactory = Callable[[str, Settings], Sandbox]
 logger = logging.getLogger(__name__)
 
+MAX_NOTES = 20
+"""Lines of hookcage's own notes (hooks not run, and why) in one answer; the rest are counted."""
+
 
 @dataclass(frozen=True)
 class HookView:
@@ -190,10 +193,6 @@ def _inside_project(path: Path, root: str) -> bool:
     """Whether ``path`` (symlinks resolved) is the project root ``root`` or under it."""
     real, project = os.path.realpath(path), os.path.realpath(root)
     return os.path.commonpath([real, project]) == project
-
-
-MAX_NOTES = 20
-"""Lines of hookcage's own notes (hooks not run, and why) in one answer; the rest are counted."""
 
 
 def _untrusted_note(details: Sequence[str], root: Path) -> str:
