@@ -482,6 +482,7 @@ async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], ht
         if refuse:
             begun.append(False)
     if refuse:
+        work.add_done_callback(lambda done: done.cancelled() or done.exception())  # its Busy, retrieved
         detail = f"no worker thread was free within {START_WAIT:g} s"
         logger.info("left to the caller (in-process): %s" if local else "refused (503), nothing run: %s", detail)
         return _busy(detail, local)

@@ -159,3 +159,33 @@ def test_on_tcp_a_project_past_its_share_is_503_and_another_project_still_runs(
     finally:
         RELEASE.set()
         service.stop()
+
+
+def test_a_request_that_finds_no_worker_thread_is_refused_and_never_runs_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import anyio
+    import anyio.to_thread
+
+    monkeypatch.setattr(daemon, "START_WAIT", 0.3)
+    ran: list[int] = []
+
+    class Caller:
+        async def is_disconnected(self) -> bool:
+            return False
+
+    async def main() -> int:
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = 1
+        release = threading.Event()
+        blocker = asyncio.ensure_future(anyio.to_thread.run_sync(release.wait, HANG))  # the only thread
+        await asyncio.sleep(0.1)
+        reply = await daemon.answer_watching(lambda watch: (ran.append(1), (AgentAnswer(0, "", ""), "claude"))[1],
+                                             Caller())  # type: ignore[arg-type]
+        release.set()
+        await blocker
+        await asyncio.sleep(0.3)  # the refused request gets the thread now: it must run nothing
+        return reply.status_code
+
+    assert anyio.run(main) == 409
+    assert ran == []
