@@ -620,6 +620,9 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     pending, refused = executor.pending_reviews(root, hook_ids, agents)
     for hook, why in refused:
         click.echo(f"cannot review {_hook_scope_text(hook)}: {_shown(why)}", err=True)
+    for problem in (p for f in executor.load(root, agents).files if f.scope.from_repository and not f.hooks
+                    for p in f.errors if p.path == "$"):  # a file refused whole (not regular, past a limit)
+        click.echo(f"cannot review {_field(problem)}", err=True)
     if not pending:
         click.echo(f"nothing to review: every project hook in {_field(root)} is trusted" if not refused else
                    f"nothing else to review in {_field(root)}: {len(refused)} hook(s) could not be reviewed "

@@ -17,9 +17,11 @@ import glob as globlib
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from executor import safeio
 from executor.core.envnames import PROJECT_DIR_VARS
 from executor.core.hooks import HookFile, Problem, Scope, parse_hook_file
 from executor.core.policy import HookSet, merge
@@ -27,6 +29,24 @@ from executor.dialects.base import Dialect, FileFormat, HookSource, Where
 from executor.settings import Settings
 
 MAX_HOOK_FILE = 4 * 1024 * 1024
+"""Bytes of a JSON hook file (json parses 4 MiB in ~50 ms here)."""
+MAX_FILE_BYTES: dict[str, int] = {"json": MAX_HOOK_FILE, "toml": 256 * 1024, "yaml": 32 * 1024}
+"""Bytes of a hook file by format: each format's worst file at its limit parses in well under a
+second. Measured (CPU time, the worst shapes found: flow sequences and maps for YAML, one long
+array for TOML): YAML 32 KiB 0.21 s (64 KiB 0.47 s; 4 MiB 18-54 s), TOML 256 KiB 0.17 s
+(4 MiB 1-3 s), JSON 4 MiB 0.06-0.09 s."""
+MAX_VALUES = 20_000
+"""Values (objects, arrays, keys' values, scalars) one decoded hook file may hold; counted before
+the agent's parser walks it, so a file of 40,000 tiny handlers costs milliseconds."""
+MAX_DEPTH = 64
+"""Levels of objects and arrays a hook file may nest (an agent's file nests about 6)."""
+MAX_HANDLERS = 1_000
+"""Handlers (hooks, routes included) one hook file may hold; a real repository has tens."""
+MAX_REPOSITORY_HANDLERS = 1_000
+"""Handlers a repository's files (project and local scope) may hold together, for one agent
+(hookcage's own files counted for every agent); past it the files that do not fit are broken."""
+MAX_PROBLEMS = 100
+"""Problems kept per file; the rest are one problem that says how many."""
 MAX_GLOB_FILES = 64
 """Files one glob source (``.github/hooks/*.json``) may name; more are reported, not read."""
 
@@ -103,21 +123,59 @@ def file_format(path: Path, dialect: Dialect | None) -> FileFormat:
     return "yaml" if path.suffix in (".yaml", ".yml") else "toml" if path.suffix == ".toml" else "json"
 
 
-def _read(path: Path, scope: Scope, agent: str) -> tuple[bytes | None, HookFile | None]:
-    """The file's bytes; or None and a broken file; or (None, None) when it does not exist."""
-    source = str(path)
+def _read(path: Path, scope: Scope, agent: str, form: FileFormat = "json", *,
+          follow: bool = True, source: str | None = None) -> tuple[bytes | None, HookFile | None]:
+    """The file's bytes; or None and a broken file; or (None, None) when it does not exist.
+
+    Opened by :func:`executor.safeio.read_regular`: a FIFO, a device, a socket or a
+    directory (or a symlink to one: ``/dev/tty``, ``/proc/self/fd/1``) is refused
+    without being read, and nothing blocks.
+    """
+    limit = MAX_FILE_BYTES.get(form, MAX_HOOK_FILE)
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_HOOK_FILE + 1)
-    except FileNotFoundError:
-        return None, None
-    except IsADirectoryError:
-        return None, _broken(source, scope, "is a directory, not a hook file", agent)
-    except OSError as exc:
-        return None, _broken(source, scope, f"cannot be read: {exc.strerror}", agent)
-    if len(raw) > MAX_HOOK_FILE:
-        return None, _broken(source, scope, f"is larger than {MAX_HOOK_FILE // (1024 * 1024)} MiB", agent)
-    return raw, None
+        return safeio.read_regular(path, limit, follow=follow, what=f"a {form.upper()} hook file"), None
+    except safeio.Unreadable as exc:
+        if exc.missing:
+            return None, None
+        return None, _broken(source or str(path), scope, exc.reason, agent)
+
+
+def _measure(data: Any) -> str | None:
+    """Why decoded ``data`` is past :data:`MAX_VALUES` or :data:`MAX_DEPTH`; None within both.
+
+    Iterative (a deep file cannot exhaust the stack) and stops at the first bound passed.
+    """
+    values = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        values += 1
+        if values > MAX_VALUES:
+            return f"holds more than {MAX_VALUES:,} values (the limit of a hook file): refused before parsing"
+        if isinstance(value, dict):
+            items: Any = value.values()
+        elif isinstance(value, list | tuple | set | frozenset):
+            items = value
+        else:
+            continue
+        if depth >= MAX_DEPTH and items:
+            return f"nests deeper than {MAX_DEPTH} levels (the limit of a hook file): refused"
+        stack.extend((item, depth + 1) for item in items)
+    return None
+
+
+def _bounded(loaded: HookFile) -> HookFile:
+    """``loaded``, broken when it holds more than :data:`MAX_HANDLERS`; its problems capped."""
+    handlers = len(loaded.hooks) + len(loaded.routes)
+    if handlers > MAX_HANDLERS:
+        return _broken(loaded.source, loaded.scope, f"holds {handlers:,} handlers, more than the {MAX_HANDLERS:,} "
+                       "a hook file may hold: none of its hooks run", loaded.agent)
+    if len(loaded.problems) > MAX_PROBLEMS:
+        more = len(loaded.problems) - MAX_PROBLEMS + 1
+        last = Problem(loaded.source, "$", f"{more:,} more problems not shown (at most {MAX_PROBLEMS} a file)",
+                       agent=loaded.agent)
+        return replace(loaded, problems=(*loaded.problems[: MAX_PROBLEMS - 1], last))
+    return loaded
 
 
 def _load_yaml(text: str) -> Any:
@@ -183,7 +241,18 @@ def load_hook_file(path: Path, scope: Scope, root: Path | None, dialect: Dialect
                    form: FileFormat = "json", environ: Mapping[str, str] | None = None) -> HookFile | None:
     """Read and parse one hook file (hookcage's own, or ``dialect``'s); ``None`` when it does not exist."""
     agent = dialect.name if dialect else ""
-    raw, broken = _read(path, scope, agent)
+    if scope.from_repository and root is not None:
+        # A repository's file may be a symlink within the repository, never one out of it
+        # (/proc/self/fd/1, a file of the user's): the resolved path is opened, not followed again.
+        real = Path(os.path.realpath(path))
+        if not real.is_relative_to(os.path.realpath(root)):
+            if not os.path.lexists(path):
+                return None
+            return _broken(str(path), scope, f"is a symlink that leads out of the project (to {real}): "
+                           "refused without reading it", agent)
+        raw, broken = _read(real, scope, agent, form, follow=False, source=str(path))
+    else:
+        raw, broken = _read(path, scope, agent, form)
     if raw is None:
         return broken
     source = str(path)
@@ -191,11 +260,13 @@ def load_hook_file(path: Path, scope: Scope, root: Path | None, dialect: Dialect
         data = decode(raw, form)
     except ValueError as exc:
         return _broken(source, scope, str(exc), agent)
+    if (too_much := _measure(data)) is not None:
+        return _broken(source, scope, too_much, agent)
     project = str(root) if root else None
     if dialect is None:
-        return parse_hook_file(data, scope=scope, source=source, project_root=project)
-    return dialect.parse(data, scope=scope, source=source, project_root=project,
-                         environ=os.environ if environ is None else environ)
+        return _bounded(parse_hook_file(data, scope=scope, source=source, project_root=project))
+    return _bounded(dialect.parse(data, scope=scope, source=source, project_root=project,
+                                  environ=os.environ if environ is None else environ))
 
 
 def _broken(source: str, scope: Scope, message: str, agent: str = "") -> HookFile:
@@ -220,17 +291,49 @@ def agent_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str] 
     return found
 
 
-def load_hooks(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
-               environ: Mapping[str, str] | None = None) -> HookSet:
-    """Read hookcage's own hook files and those of ``agents``, and merge them."""
-    files = [
-        loaded
-        for scope, path in scope_files(settings, root)
-        if (loaded := load_hook_file(path, scope, root)) is not None
-    ]
+def load_files(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
+               environ: Mapping[str, str] | None = None) -> list[HookFile]:
+    """Read hookcage's own hook files and those of ``agents``, in config order.
+
+    A repository's files (project and local scope) hold at most
+    :data:`MAX_REPOSITORY_HANDLERS` handlers together for one agent (hookcage's
+    own project files count for each agent); a file that would pass it is broken.
+    """
+    own: list[HookFile] = []
+    budget = _Budget()
+    for scope, path in scope_files(settings, root):
+        if (loaded := load_hook_file(path, scope, root)) is not None:
+            own.append(budget.take(loaded))
+    files = list(own)
     for dialect in agents:
+        agent_budget = replace(budget)
         for source, path in agent_files(dialect, root, environ):
             loaded = load_hook_file(path, source.scope, root, dialect, source.format, environ)
             if loaded is not None:
-                files.append(loaded)
-    return merge(files)
+                files.append(agent_budget.take(loaded))
+    return files
+
+
+@dataclass
+class _Budget:
+    """Handlers of a repository's files counted so far (:data:`MAX_REPOSITORY_HANDLERS`)."""
+
+    used: int = 0
+
+    def take(self, loaded: HookFile) -> HookFile:
+        if not loaded.scope.from_repository:
+            return loaded
+        handlers = len(loaded.hooks) + len(loaded.routes)
+        if self.used + handlers > MAX_REPOSITORY_HANDLERS:
+            return _broken(loaded.source, loaded.scope,
+                           f"holds {handlers:,} handlers, past the {MAX_REPOSITORY_HANDLERS:,} a repository's "
+                           f"files may hold together ({self.used:,} in the files read before it): "
+                           "none of its hooks run", loaded.agent)
+        self.used += handlers
+        return loaded
+
+
+def load_hooks(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
+               environ: Mapping[str, str] | None = None) -> HookSet:
+    """Read hookcage's own hook files and those of ``agents`` (:func:`load_files`), and merge them."""
+    return merge(load_files(settings, root, agents, environ))

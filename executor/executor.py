@@ -74,7 +74,7 @@ from executor.gates.trust import (
     collect_references,
     command_words,
 )
-from executor.runlog import append_records, claim_once
+from executor.runlog import append_records, cap_event, claim_once
 from executor.sandbox import homes, orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.depcache import DepCache, RunSetup, package_words, run_setup
@@ -82,6 +82,9 @@ from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
 logger = logging.getLogger(__name__)
+
+MAX_NOTES = 20
+"""Lines of hookcage's own notes (hooks not run, and why) in one answer; the rest are counted."""
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,10 @@ def _untrusted_note(details: Sequence[str], root: Path) -> str:
     unsafe = [d for d in details if d != "new or changed since it was reviewed"]
     text = (f"{count} project hook{'s' if count != 1 else ''} not run: not trusted yet (new or changed). "
             f"Review with `hookcage trust` in {root}")
-    return text + ("; " + "; ".join(dict.fromkeys(unsafe)) if unsafe else "")
+    reasons = list(dict.fromkeys(unsafe))
+    if len(reasons) > MAX_NOTES:
+        reasons[MAX_NOTES - 1:] = [f"and {len(reasons) - MAX_NOTES + 1} more reasons"]
+    return text + ("; " + "; ".join(reasons) if reasons else "")
 
 
 def default_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
@@ -335,8 +341,9 @@ class HookExecutor:
         problems = [str(p) for p in hookset.problems_for(spec.name)]
         verdict = fold(spec, outcomes, notes, problems)
         # log
-        self._log([c if isinstance(c, dict) else self._record(spec, session, c.hook, run=c, agent=dialect.name)
-                   for c in considered])
+        self._log(cap_event([c if isinstance(c, dict) else self._record(spec, session, c.hook, run=c,
+                                                                        agent=dialect.name)
+                             for c in considered]))
         if background:
             job = self._background_job(spec, session, background, dialect.name)
             if defer_async:
@@ -382,6 +389,9 @@ class HookExecutor:
             else:
                 runs.append(run)
                 considered.append(run)
+        if len(notes) > MAX_NOTES:  # one line per hook, but not a thousand in the agent's message
+            notes[MAX_NOTES - 1:] = [f"{len(notes) - MAX_NOTES + 1} more hooks not run for the same reasons "
+                                     "(`hookcage list` shows every one)"]
         if untrusted:
             notes.append(_untrusted_note(untrusted, root))
         return runs, background, considered, notes

@@ -38,7 +38,13 @@ How this works:
    reached and end at their timeout. At start, the daemon removes what
    killed processes left: staging folders (:mod:`executor.sandbox.staging`) and
    containers whose owning process is gone (:mod:`executor.sandbox.orphans`).
-7. With ``--listen HOST:PORT`` (:mod:`executor.service.remote`) a second
+7. One project cannot starve the daemon: at most :data:`MAX_PER_PROJECT`
+   events of one project root are in flight on the socket
+   (:data:`REMOTE_PER_PROJECT` on TCP) and :data:`MAX_IN_FLIGHT` in all; one
+   more is refused at once (:class:`Busy`: 409 and the caller answers
+   in-process; 503 on TCP), and a request that finds no worker thread within
+   :data:`START_WAIT` seconds is refused too, never left waiting.
+8. With ``--listen HOST:PORT`` (:mod:`executor.service.remote`) a second
    uvicorn server in the same loop answers on TCP, behind a bearer token, in
    *remote mode* (:meth:`Daemon.answer_remote`): the service's own settings
    and environment, the caller's project only. The socket's app and answers
@@ -122,12 +128,30 @@ DISCONNECT_POLL = 0.25
 """Seconds between two checks that the caller of a dispatch in progress is still there."""
 
 
+MAX_IN_FLIGHT = 32
+"""Dispatches on the socket at once; one more is refused at once (409: the caller answers
+in-process), never queued behind them. Below anyio's 40 worker threads, so ``/health`` and a
+refusal always find a thread."""
+MAX_PER_PROJECT = 8
+"""Dispatches of one project root at once on the socket; one more is refused (409, in-process)."""
+REMOTE_PER_PROJECT = 4
+"""Dispatches of one project root at once on TCP (half the default ``--max-concurrent``); one
+more is refused with 503 and ``Retry-After``."""
+START_WAIT = 5.0
+"""Seconds a request waits for a worker thread; then it is refused (409 / 503), never left waiting."""
+
+
 class DaemonError(HookcageError):
     """The daemon cannot start: another one serves the socket, or the path is unusable."""
 
 
 class Refusal(Exception):
     """This call must be answered in the caller's process (HTTP 409); the message says why."""
+
+
+class Busy(Refusal):
+    """Too much is in flight (for this project, or at all): 409 on the socket (the caller
+    answers in-process), 503 with ``Retry-After`` on TCP. Nothing has run."""
 
 
 # -- the caller's settings ------------------------------------------------------
@@ -423,6 +447,16 @@ class Watch:
                 logger.exception("cancelling a dispatch failed")
 
 
+def _busy(detail: str, local: bool) -> JSONResponse:
+    if local:
+        return JSONResponse({"detail": detail}, status_code=409)
+    return JSONResponse({"detail": f"{detail}; retry later"}, status_code=503, headers={"Retry-After": "1"})
+
+
+def _shown_path(path: str) -> str:
+    return path if path.isprintable() else repr(path)
+
+
 async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], http: Request, *,
                           local: bool = True) -> JSONResponse:
     """Run ``answer`` on a worker thread, cancel it if the caller hangs up; the HTTP reply.
@@ -431,7 +465,27 @@ async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], ht
     :class:`Refusal`, 422 for a :class:`BadRequest`, 499 when the caller has gone.
     """
     watch = Watch()
-    work = asyncio.ensure_future(anyio.to_thread.run_sync(functools.partial(answer, watch)))
+    state = threading.Lock()
+    begun: list[bool] = []  # [True]: a thread took it; [False]: refused before one did
+
+    def begin() -> tuple[AgentAnswer, str]:
+        with state:
+            if begun:  # it waited past START_WAIT for a thread: refused already, run nothing
+                raise Busy("no worker thread was free in time")
+            begun.append(True)
+        return answer(watch)
+
+    work = asyncio.ensure_future(anyio.to_thread.run_sync(begin))
+    await asyncio.wait({work}, timeout=START_WAIT)
+    with state:
+        refuse = not begun
+        if refuse:
+            begun.append(False)
+    if refuse:
+        work.add_done_callback(lambda done: done.cancelled() or done.exception())  # its Busy, retrieved
+        detail = f"no worker thread was free within {START_WAIT:g} s"
+        logger.info("left to the caller (in-process): %s" if local else "refused (503), nothing run: %s", detail)
+        return _busy(detail, local)
     while not work.done():
         await asyncio.wait({work}, timeout=DISCONNECT_POLL)
         if not work.done() and await http.is_disconnected():
@@ -442,6 +496,9 @@ async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], ht
             return JSONResponse({"detail": "cancelled: the caller hung up"}, status_code=499)
     try:
         answer_, agent = work.result()
+    except Busy as exc:
+        logger.info("left to the caller (in-process): %s" if local else "refused (503), nothing run: %s", exc)
+        return _busy(str(exc), local)
     except Refusal as exc:
         logger.info("left to the caller (in-process): %s" if local else "refused (409), nothing run: %s", exc)
         return JSONResponse({"detail": str(exc)}, status_code=409)
@@ -481,6 +538,9 @@ class Daemon:
         self._lock_fd: int | None = None
         self._socket_inode: int | None = None
         self._remote_task: asyncio.Future[None] | None = None
+        self._projects: dict[str, int] = {}  # dispatches in flight per project root (fairness)
+        self._projects_lock = threading.Lock()
+        self._local_in_flight = 0  # on the socket; counted on the event loop
         self.metrics = ServiceMetrics(pools=self._pool_stats, alive=self._containers_alive)
         self.app = self._build_app()
 
@@ -511,9 +571,11 @@ class Daemon:
         raw, payload = decode_payload(request.payload_b64, Refusal)
         agent = resolve_dialect(request.agent, payload).name  # what dispatch_bytes answers in
         environ = project_environ(env, payload, request.cwd)
-        return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=settings,
-                                 environ=environ, base_env=host_base_env(env), fail_closed=fail_closed_env(env),
-                                 watch=watch, listener="local", event_label=_event_label(agent, request.event, payload))
+        with self.project_slot(project_root(payload, environ), MAX_PER_PROJECT):
+            return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=settings,
+                                     environ=environ, base_env=host_base_env(env), fail_closed=fail_closed_env(env),
+                                     watch=watch, listener="local",
+                                     event_label=_event_label(agent, request.event, payload))
 
     def answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None = None, *,
                       roots: Sequence[Path] = ()) -> tuple[AgentAnswer, str]:
@@ -550,9 +612,34 @@ class Daemon:
         agent = resolve_dialect(request.agent, payload).name
         keep_out = [self.home, *(Path(path) for path in DOCKER_SOCKETS)]
         environ = remote_environ(request.env, payload, request.cwd, os.environ, keep_out=keep_out, roots=roots)
-        return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=None,
-                                 environ=environ, base_env=host_base_env(os.environ), fail_closed=fail_closed_env(),
-                                 watch=watch, listener="remote", event_label=_event_label(agent, request.event, payload))
+        with self.project_slot(project_root(payload, environ), REMOTE_PER_PROJECT):
+            return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=None,
+                                     environ=environ, base_env=host_base_env(os.environ),
+                                     fail_closed=fail_closed_env(), watch=watch, listener="remote",
+                                     event_label=_event_label(agent, request.event, payload))
+
+    @contextlib.contextmanager
+    def project_slot(self, root: Path, limit: int) -> Iterator[None]:
+        """Hold one of ``limit`` places of ``root`` for a dispatch: one project's events (a
+        repository whose hooks stall, a flood from one caller) never take every worker.
+
+        Raises:
+            Busy: ``limit`` dispatches of ``root`` are in flight already; nothing has run.
+        """
+        key = str(root)
+        with self._projects_lock:
+            held = self._projects.get(key, 0)
+            if held >= limit:
+                raise Busy(f"{held} events of the project {_shown_path(key)} are in flight already "
+                           f"(at most {limit} a project at once)")
+            self._projects[key] = held + 1
+        try:
+            yield
+        finally:
+            with self._projects_lock:
+                left = self._projects.pop(key) - 1
+                if left:
+                    self._projects[key] = left
 
     def run_dispatch(
         self, event: str | None, raw: bytes, *, agent: str | None, answered_as: str, settings: Settings | None,
@@ -718,7 +805,16 @@ class Daemon:
 
         @app.post("/dispatch")
         async def dispatch(request: DispatchRequest, http: Request) -> JSONResponse:
-            return await answer_watching(functools.partial(self.answer, request), http)
+            if self._local_in_flight >= MAX_IN_FLIGHT:  # never queued behind what is in flight
+                detail = f"{self._local_in_flight} dispatches are in flight already (at most {MAX_IN_FLIGHT})"
+                logger.info("left to the caller (in-process): %s", detail)
+                self.metrics.dispatched("local", _agent_label(request.agent), "unknown", "refused", None)
+                return JSONResponse({"detail": detail}, status_code=409)
+            self._local_in_flight += 1
+            try:
+                return await answer_watching(functools.partial(self.answer, request), http)
+            finally:
+                self._local_in_flight -= 1
 
         return app
 
