@@ -345,7 +345,7 @@ def validate(paths: Sequence[Path], agent: str | None, project: Path | None) -> 
         hookcage validate .hookcage/hooks.json
         hookcage validate --agent gemini
     """
-    from executor.config import agent_files, file_format, guess_scope, load_hook_file, scope_files
+    from executor.config import file_format, guess_scope, load_hook_file, read_hook_files
     from executor.core.hooks import HookFile
 
     executor, root = _executor_and_root(project)
@@ -362,15 +362,7 @@ def validate(paths: Sequence[Path], agent: str | None, project: Path | None) -> 
             if loaded is not None:
                 files.append(loaded)
     else:
-        for scope, path in scope_files(executor.settings, root):
-            loaded = load_hook_file(path, scope, root)
-            if loaded is not None:
-                files.append(loaded)
-        for dialect in agents:
-            for source, path in agent_files(dialect, root):
-                loaded = load_hook_file(path, source.scope, root, dialect, source.format)
-                if loaded is not None:
-                    files.append(loaded)
+        files = read_hook_files(executor.settings, root, agents)
     errors = 0
     for f in files:
         for problem in f.problems:

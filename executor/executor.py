@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from executor.config import load_hooks, project_root
+from executor.config import load_hooks, project_root, refuse_own_dirs_in_project
 from executor.core.deps import cache_key, find_needs
 from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.events import EventSpec, check_payload, get_event
@@ -303,9 +303,10 @@ class HookExecutor:
         """
         spec = get_event(event) if isinstance(event, str) else event
         check_payload(spec, payload)
+        root = self.root_for(payload)
+        refuse_own_dirs_in_project(self.settings.home, self.settings.managed_dir, root)
         with contextlib.suppress(OSError):  # what a killed dispatch left (executor.sandbox.staging)
             staging.sweep_once(self.settings.home)
-        root = self.root_for(payload)
         hookset = self.load(root, [dialect])
         session = str(payload.get("session_id") or "")
         reads = _HookInputs(spec, dialect, payload, raw if raw is not None else payload)
