@@ -66,8 +66,24 @@ def hookcage_command() -> str:
     beside = Path(sys.executable).parent / "hookcage"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    found = shutil.which("hookcage")
+    found = shutil.which("hookcage", path=outside_cwd(os.environ.get("PATH", os.defpath)))
     return os.path.realpath(found) if found else "hookcage"
+
+
+def outside_cwd(search: str) -> str:
+    """``PATH`` without the entries a repository could fill: empty and relative ones (``.``,
+    ``bin``), and absolute ones inside the current directory, as named or resolved (unless it
+    holds your home and the entry is under it: an install run from ``~``).
+
+    What install records (the real agent, hookcage's own command) comes from these only.
+    """
+    from executor.config import in_project
+
+    try:
+        here: Path | None = Path(os.getcwd())
+    except OSError:  # the working directory was removed
+        here = None
+    return os.pathsep.join(d for d in search.split(os.pathsep) if os.path.isabs(d) and not in_project(d, here))
 
 
 def on_disk(path: str, root: str = "") -> str:
@@ -105,7 +121,10 @@ def make_plan(agent: str, mode: InstallMode, *, home: str, environ: Mapping[str,
     dialect = DIALECTS.get(agent)
     if dialect is None:
         raise InstallError(f"unknown agent {agent!r}; known agents: {agent_names()}")
-    where = Where(None, home, dict(environ))
+    env = dict(environ)
+    if "PATH" in env:
+        env["PATH"] = outside_cwd(env["PATH"])  # the real agent is never the repository's (see the wrapper)
+    where = Where(None, home, env)
     return dialect.install(mode, where, lambda path: read_current(path, root), hookcage)
 
 
