@@ -103,10 +103,11 @@ def dispatch(obj: Any, event: str | None, agent: str | None) -> None:
                "tool_input":{"command":"rm -rf /"}}' | hookcage dispatch PreToolUse
         hookcage dispatch --agent codebuddy PreToolUse < payload.json
     """
+    from executor import in_hook
     from executor.core.envnames import IN_HOOK_VAR
     from executor.dialects import DIALECTS, agent_names
 
-    if os.environ.get(IN_HOOK_VAR) and agent != "help":
+    if agent != "help" and in_hook.recursing(os.environ, IN_HOOK_VAR):
         from executor.entry import refuse_recursion
 
         refuse_recursion()

@@ -44,6 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from executor import in_hook
 from executor.config import load_hooks, project_root, refuse_own_dirs_in_project
 from executor.core.deps import cache_key, find_needs
 from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
@@ -247,6 +248,8 @@ class HookExecutor:
         self._background: list[Future[None]] = []
         self._async_pool: ThreadPoolExecutor | None = None
         self.deferred: list[Callable[[], None]] = []
+        self._in_hook = in_hook.Marker()
+        """What proves to a ``hookcage dispatch`` inside one of these hooks that it is in one."""
         self._on_records = on_records
         """Called with the run-log records of each batch (the daemon's metrics), whether or not
         the run log is written."""
@@ -607,7 +610,7 @@ class HookExecutor:
         env = dict(hook.env)
         env.update(hook_input.env)  # what the hook's agent sets for it (never the host's)
         env.update({name: str(root) for name in PROJECT_DIR_VARS})
-        env[IN_HOOK_VAR] = "1"  # a `hookcage dispatch` inside a hook answers at once: no recursion
+        env[IN_HOOK_VAR] = self._in_hook.value()  # a `hookcage dispatch` inside a hook answers at once
         deps = deps or RunSetup()
         env.update(deps.env or {})
         transcript = payload.get("transcript_path")
@@ -851,6 +854,7 @@ class HookExecutor:
             self._async_pool.shutdown(wait=True)
         for name in self._owned:
             self._sandboxes[name].close()
+        self._in_hook.close()
 
     def __enter__(self) -> HookExecutor:
         return self
