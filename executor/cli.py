@@ -982,10 +982,14 @@ def _doctor_agents(report: Any, home: Path) -> None:
 
 
 def shutil_which(name: str) -> str | None:
-    """``shutil.which``, imported late (start-up time matters on the dispatch path)."""
+    """``shutil.which`` on the absolute PATH entries outside the current directory (a checkout's
+    ``./runsc`` is never what hookcage registers), imported late (start-up time matters on the
+    dispatch path)."""
     import shutil
 
-    return shutil.which(name)
+    from executor.places import outside_cwd
+
+    return shutil.which(name, path=outside_cwd(os.environ.get("PATH", os.defpath)))
 
 
 @cli.command()

@@ -26,6 +26,7 @@ from executor.core.hooks import HookFile, Problem, Scope, parse_hook_file
 from executor.core.policy import HookSet, merge
 from executor.dialects.base import Dialect, FileFormat, HookSource, Where
 from executor.errors import OwnDirInProject
+from executor.places import in_project
 from executor.settings import Settings
 
 MAX_HOOK_FILE = 4 * 1024 * 1024
@@ -77,39 +78,6 @@ def _cwd() -> str:
         return os.getcwd()
     except OSError:  # the working directory was removed
         return "/"
-
-
-def _inside(path: str, root: str) -> bool:
-    root = root.rstrip("/") or "/"
-    return path == root or path.startswith(root if root == "/" else root + "/")
-
-
-def in_project(path: Path | str, root: Path | None) -> bool:
-    """``path`` is in the project: as named, or where its symlinks lead.
-
-    A project that holds your home directory (an agent started in ``~`` or above it) does
-    not make what is under your home the repository's: there the rule is for the rest.
-    """
-    if root is None:
-        return False
-    home = _real_home()
-    for top in {os.path.abspath(root), os.path.realpath(root)}:
-        holds_home = home is not None and _inside(home, top)
-        for spot in {os.path.abspath(path), os.path.realpath(path)}:
-            if _inside(spot, top) and not (holds_home and home is not None and _inside(spot, home)):
-                return True
-    return False
-
-
-def _real_home() -> str | None:
-    """The user's home as the system knows it (never ``$HOME``, which the environment sets)."""
-    try:
-        import pwd
-
-        home = pwd.getpwuid(os.getuid()).pw_dir
-    except (ImportError, KeyError):
-        return None
-    return os.path.realpath(home) if home and home != "/" else None
 
 
 def file_scope(path: Path | str, scope: Scope, root: Path | None) -> tuple[Scope, Problem | None]:

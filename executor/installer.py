@@ -44,6 +44,7 @@ from typing import Any
 
 from executor.core.install import FileEdit, InstallMode, NotInstallable, Plan
 from executor.errors import HookcageError
+from executor.places import outside_cwd
 
 READ_CAP = 4 << 20
 """Files past this size are shown to a plan by their first :data:`PREFIX` bytes only (an agent's
@@ -66,24 +67,8 @@ def hookcage_command() -> str:
     beside = Path(sys.executable).parent / "hookcage"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    found = shutil.which("hookcage", path=outside_cwd(os.environ.get("PATH", os.defpath)))
+    found = shutil.which("hookcage", path=outside_cwd(os.environ.get("PATH", os.defpath)))  # never ./hookcage
     return os.path.realpath(found) if found else "hookcage"
-
-
-def outside_cwd(search: str) -> str:
-    """``PATH`` without the entries a repository could fill: empty and relative ones (``.``,
-    ``bin``), and absolute ones inside the current directory, as named or resolved (unless it
-    holds your home and the entry is under it: an install run from ``~``).
-
-    What install records (the real agent, hookcage's own command) comes from these only.
-    """
-    from executor.config import in_project
-
-    try:
-        here: Path | None = Path(os.getcwd())
-    except OSError:  # the working directory was removed
-        here = None
-    return os.pathsep.join(d for d in search.split(os.pathsep) if os.path.isabs(d) and not in_project(d, here))
 
 
 def on_disk(path: str, root: str = "") -> str:

@@ -215,7 +215,32 @@ def test_the_wrapper_never_runs_a_claude_inside_the_directory_it_runs_in(tmp_pat
 def test_hookcage_s_own_command_is_never_taken_from_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from executor.installer import outside_cwd
+    from executor.places import outside_cwd
 
     monkeypatch.chdir(tmp_path)
     assert outside_cwd(f".::bin:{tmp_path}/bin:{tmp_path}:/usr/bin:/bin") == "/usr/bin:/bin"
+
+
+def test_what_hookcage_runs_or_registers_from_path_is_never_the_checkouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The siblings of install's fallback: the compiler of the statx shim and debootstrap (run at an
+    image build), and the runsc `setup runsc` registers with dockerd (run as root by every container)."""
+    from executor.cli import shutil_which
+    from executor.sandbox.debootstrap import system_debootstrap
+    from executor.sandbox.images import shim_compiler
+
+    for name in ("cc", "debootstrap", "runsc", "mycc"):
+        _script(tmp_path / name, "repository")
+        _script(tmp_path / "bin" / name, "repository")
+    monkeypatch.chdir(tmp_path)
+    path = f".::bin:{tmp_path}/bin"
+    monkeypatch.setenv("PATH", path)
+    assert shim_compiler({"PATH": path}) is None
+    assert shim_compiler({"PATH": path, "CC": "./mycc -O2"}) is None
+    assert shim_compiler({"PATH": path, "CC": "mycc"}) is None
+    assert system_debootstrap(path) is None
+    assert shutil_which("runsc") is None
+    _script(tmp_path.parent / f"{tmp_path.name}-sys" / "cc", "system")
+    assert shim_compiler({"PATH": f"{path}:{tmp_path.parent}/{tmp_path.name}-sys"}) == \
+        f"{tmp_path.parent}/{tmp_path.name}-sys/cc"

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from support import CLEARED_ENV, allow
 
-from executor import config
-from executor.config import file_scope, in_project, where
+from executor import places
+from executor.config import file_scope, where
 from executor.core.hooks import Scope
+from executor.places import in_project
 
 MOVED = "user file inside the project"
 
@@ -199,7 +200,7 @@ def test_a_project_that_holds_your_home_does_not_make_your_files_the_repositorys
     project is still the project."""
     home = tmp_path / "me"
     (home / ".claude").mkdir(parents=True)
-    monkeypatch.setattr(config, "_real_home", lambda: str(home))
+    monkeypatch.setattr(places, "_real_home", lambda: str(home))
     assert not in_project(home / ".claude" / "settings.json", home)
     assert not in_project(home / ".claude" / "settings.json", tmp_path)
     assert in_project(tmp_path / "other" / "x.json", tmp_path)
