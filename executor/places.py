@@ -23,11 +23,13 @@ def in_project(path: Path | str, root: Path | None) -> bool:
 
     A project that holds your home directory (an agent started in ``~`` or above it) does
     not make what is under your home the repository's: there the rule is for the rest.
+    A project root of ``/`` (an agent started there, as in a container without a working
+    directory) is no checkout: nothing is "in" it.
     """
     if root is None:
         return False
     home = _real_home()
-    for top in {os.path.abspath(root), os.path.realpath(root)}:
+    for top in {os.path.abspath(root), os.path.realpath(root)} - {"/"}:
         holds_home = home is not None and _inside(home, top)
         for spot in {os.path.abspath(path), os.path.realpath(path)}:
             if _inside(spot, top) and not (holds_home and home is not None and _inside(spot, home)):

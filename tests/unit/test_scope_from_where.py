@@ -191,6 +191,7 @@ def test_in_project_follows_symlinks_both_ways(tmp_path: Path) -> None:
     assert not in_project(outside / "g.json", root)
     assert not in_project(tmp_path / "repo-sibling" / "x", root)  # a prefix is not a parent
     assert not in_project(root / "x", None)
+    assert not in_project("/etc/hookcage/hooks.json", Path("/"))  # an agent started in /: no checkout
 
 
 def test_a_project_that_holds_your_home_does_not_make_your_files_the_repositorys(
