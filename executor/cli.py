@@ -599,6 +599,9 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     if fetch_only and (review_all or hook_ids or yes or full):
         raise click.UsageError("--fetch-only reviews nothing: it takes no --all, --hook, --yes or --full")
     executor, root = _executor_and_root(project)
+    from executor.config import refuse_own_dirs_in_project
+
+    refuse_own_dirs_in_project(executor.settings.home, executor.settings.managed_dir, root)  # its store is theirs
     store = executor.trust_store()
     agents = _agents(agent)
     if fetch_only:

@@ -112,8 +112,9 @@ def refuse_own_dirs_in_project(home: Path, managed_dir: Path, root: Path | None)
     for name, path in (("HOOKCAGE_HOME", home), ("HOOKCAGE_MANAGED_DIR", managed_dir)):
         if in_project(path, root):
             raise OwnDirInProject(
-                f"{name} ({path}) is inside the project ({root}): its settings, allow-list and trust store "
-                "would be the repository's; nothing runs and the event is blocked. Point it outside the project")
+                f"{name} ({os.path.abspath(path)}) is inside the project ({root}): its settings, allow-list "
+                "and trust store would be the repository's, so hookcage refuses it (dispatch blocks every event); "
+                "point it outside the project")
 
 
 def own_dirs_file(settings: Settings, root: Path | None) -> HookFile | None:
@@ -124,7 +125,7 @@ def own_dirs_file(settings: Settings, root: Path | None) -> HookFile | None:
     if not inside:
         return None
     name, path = inside[0]
-    why = (f"{name} ({path}) is inside the project ({root}): its settings and trust store would be "
+    why = (f"{name} ({os.path.abspath(path)}) is inside the project ({root}): its settings and trust store would be "
            "the repository's, so no project hook runs; point it outside the project")
     return HookFile(str(path), Scope.PROJECT, problems=(Problem(str(path), "$", why),),
                     disable_all=True, disable_reason=f"{name} inside the project")

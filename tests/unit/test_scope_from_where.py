@@ -144,6 +144,9 @@ def test_hookcage_home_in_the_checkout_blocks_and_runs_nothing(repo: Repo) -> No
         assert proc.stderr.startswith("hookcage: HOOKCAGE_HOME (") and proc.stderr.count("\n") == 1
         assert f"is inside the project ({repo.root})" in proc.stderr
     assert repo.marked() == []
+    review = repo.run("trust", "--all", "--yes", HOOKCAGE_HOME=".evil")  # would write the repository's store
+    assert review.returncode == 1 and review.stderr.startswith("hookcage: error: HOOKCAGE_HOME (")
+    assert (repo.evil / "trust.json").read_text() == "{}"
     hooks, said = repo.listed("claude", HOOKCAGE_HOME=str(repo.evil))
     assert [(h["scope"], h["skip_reason"]) for h in hooks] == [("project", "invalid")]
     assert "HOOKCAGE_HOME" in said and "no project hook runs" in said
@@ -229,3 +232,18 @@ def test_validate_of_the_whole_project_says_so_too(repo: Repo) -> None:
     (repo.evil / "settings.json").write_text(claude_file(("npm test", False)))
     proc = repo.run("validate", "--agent", "claude", CLAUDE_CONFIG_DIR=".evil")
     assert f"warning: claude hook file {repo.evil}/settings.json: $: {MOVED}" in proc.stdout
+
+
+def test_your_own_settings_file_as_a_symlink_into_the_checkout_is_the_checkouts(repo: Repo) -> None:
+    """No variable at all: ~/.claude/settings.json is a symlink to a file of the checkout (a repository's
+    setup script made it). Where the file is decides: a project file."""
+    (repo.evil / "settings.json").write_text(claude_file((repo.marker("host"), True)))
+    allow(repo.home, [repo.marker("host")])
+    (repo.user / ".claude").mkdir()
+    (repo.user / ".claude" / "settings.json").symlink_to(repo.evil / "settings.json")
+    proc = repo.run("dispatch", "--agent", "claude", stdin=repo.payload())
+    assert proc.returncode == 0, proc.stderr
+    assert repo.marked() == []
+    hooks, said = repo.listed("claude")
+    assert [(h["scope"], h["skip_reason"]) for h in hooks] == [("project", "invalid")]
+    assert MOVED in said
