@@ -69,7 +69,7 @@ def genuine(value: str) -> bool:
     if not (pid_text.isdigit() and fd_text.isdigit() and len(nonce) == 32 and nonce.isalnum()):
         return False
     pid = int(pid_text)
-    if pid <= 1 or pid not in ancestors():
+    if pid not in ancestors():  # pid 1 too: hookcage serve may be a container's init
         return False
     try:
         target = os.readlink(f"/proc/{pid}/fd/{int(fd_text)}")
@@ -82,8 +82,10 @@ def ancestors() -> set[int]:
     """The pids above this process, up to init (bounded)."""
     found: set[int] = set()
     pid = os.getppid()
-    while pid > 1 and pid not in found and len(found) < MAX_ANCESTORS:
+    while pid >= 1 and pid not in found and len(found) < MAX_ANCESTORS:
         found.add(pid)
+        if pid == 1:
+            break
         try:
             with open(f"/proc/{pid}/stat", "rb") as handle:
                 stat = handle.read(4096)

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -438,3 +439,26 @@ def test_install_refuses_an_agent_it_cannot_take_over_and_writes_nothing(cli: Cl
     assert first.startswith(f"hookcage: cannot take {agent} over") and "cannot be taken over" in first
     assert "outside hookcage" in first or "runs" in first
     assert list(home.iterdir()) == []  # refused: nothing written, no routing added unasked
+
+
+def test_the_in_hook_proof_is_checked_piece_by_piece(tmp_path: Path) -> None:
+    """What a forger could try: an ancestor's pid with a made-up fd or nonce, this process's own
+    marker (not an ancestor of itself), a marker that is closed, garbage."""
+    marker = in_hook.Marker()
+    value = marker.value()
+    pid, fd, nonce = value.split(":")
+    child = "import sys; from executor import in_hook; print(in_hook.genuine(sys.argv[1]))"
+
+    def in_child(v: str) -> str:
+        return subprocess.run([sys.executable, "-c", child, v], capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+
+    try:
+        assert in_child(value) == "True"
+        assert not in_hook.genuine(value)  # this process is not its own ancestor
+        for forged in (f"{pid}:{fd}:{'0' * 32}", f"{pid}:{int(fd) + 1}:{nonce}", f"1:{fd}:{nonce}",
+                       f"{os.getppid()}:{fd}:{nonce}", "1", "", f"{pid}:{fd}", f"{pid}:{fd}:{nonce}:x", "a:b:c"):
+            assert in_child(forged) == "False", forged
+    finally:
+        marker.close()
+    assert in_child(value) == "False"  # closed: the hooks are done
