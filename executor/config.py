@@ -96,10 +96,9 @@ def file_scope(path: Path | str, scope: Scope, root: Path | None) -> tuple[Scope
         "(reviewed by trust, never run on the host)", severity="warning")
 
 
-def own_dirs_in_project(settings: Settings, root: Path | None) -> list[tuple[str, Path]]:
+def own_dirs_in_project(home: Path, managed_dir: Path, root: Path | None) -> list[tuple[str, Path]]:
     """hookcage's own directories (``HOOKCAGE_HOME``, ``HOOKCAGE_MANAGED_DIR``) that lie in the project."""
-    return [(name, path) for name, path in (("HOOKCAGE_HOME", settings.home),
-                                            ("HOOKCAGE_MANAGED_DIR", settings.managed_dir))
+    return [(name, path) for name, path in (("HOOKCAGE_HOME", home), ("HOOKCAGE_MANAGED_DIR", managed_dir))
             if in_project(path, root)]
 
 
@@ -109,19 +108,20 @@ def refuse_own_dirs_in_project(home: Path, managed_dir: Path, root: Path | None)
     Raises:
         OwnDirInProject: naming the variable, the directory and the project.
     """
-    for name, path in (("HOOKCAGE_HOME", home), ("HOOKCAGE_MANAGED_DIR", managed_dir)):
-        if in_project(path, root):
-            raise OwnDirInProject(
-                f"{name} ({os.path.abspath(path)}) is inside the project ({root}): its settings, allow-list "
-                "and trust store would be the repository's, so hookcage refuses it (dispatch blocks every event); "
-                "point it outside the project")
+    inside = own_dirs_in_project(home, managed_dir, root)
+    if inside:
+        name, path = inside[0]
+        raise OwnDirInProject(
+            f"{name} ({os.path.abspath(path)}) is inside the project ({root}): its settings, allow-list "
+            "and trust store would be the repository's, so hookcage refuses it (dispatch blocks every event); "
+            "point it outside the project")
 
 
 def own_dirs_file(settings: Settings, root: Path | None) -> HookFile | None:
     """When hookcage's own home or managed directory lies in the project, its settings (the
     allow-list), trust store and hook files would be the repository's: a file that switches
     every project and local hook off, with one error saying why (fail closed)."""
-    inside = own_dirs_in_project(settings, root)
+    inside = own_dirs_in_project(settings.home, settings.managed_dir, root)
     if not inside:
         return None
     name, path = inside[0]
