@@ -103,10 +103,11 @@ def dispatch(obj: Any, event: str | None, agent: str | None) -> None:
                "tool_input":{"command":"rm -rf /"}}' | hookcage dispatch PreToolUse
         hookcage dispatch --agent codebuddy PreToolUse < payload.json
     """
+    from executor import in_hook
     from executor.core.envnames import IN_HOOK_VAR
     from executor.dialects import DIALECTS, agent_names
 
-    if os.environ.get(IN_HOOK_VAR) and agent != "help":
+    if agent != "help" and in_hook.recursing(os.environ, IN_HOOK_VAR):
         from executor.entry import refuse_recursion
 
         refuse_recursion()
@@ -345,7 +346,7 @@ def validate(paths: Sequence[Path], agent: str | None, project: Path | None) -> 
         hookcage validate .hookcage/hooks.json
         hookcage validate --agent gemini
     """
-    from executor.config import agent_files, file_format, guess_scope, load_hook_file, scope_files
+    from executor.config import file_format, guess_scope, load_hook_file, read_hook_files
     from executor.core.hooks import HookFile
 
     executor, root = _executor_and_root(project)
@@ -362,15 +363,7 @@ def validate(paths: Sequence[Path], agent: str | None, project: Path | None) -> 
             if loaded is not None:
                 files.append(loaded)
     else:
-        for scope, path in scope_files(executor.settings, root):
-            loaded = load_hook_file(path, scope, root)
-            if loaded is not None:
-                files.append(loaded)
-        for dialect in agents:
-            for source, path in agent_files(dialect, root):
-                loaded = load_hook_file(path, source.scope, root, dialect, source.format)
-                if loaded is not None:
-                    files.append(loaded)
+        files = read_hook_files(executor.settings, root, agents)
     errors = 0
     for f in files:
         for problem in f.problems:
@@ -608,6 +601,9 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     if fetch_only and (review_all or hook_ids or yes or full):
         raise click.UsageError("--fetch-only reviews nothing: it takes no --all, --hook, --yes or --full")
     executor, root = _executor_and_root(project)
+    from executor.config import refuse_own_dirs_in_project
+
+    refuse_own_dirs_in_project(executor.settings.home, executor.settings.managed_dir, root)  # its store is theirs
     store = executor.trust_store()
     agents = _agents(agent)
     if fetch_only:
@@ -995,10 +991,14 @@ def _doctor_agents(report: Any, home: Path) -> None:
 
 
 def shutil_which(name: str) -> str | None:
-    """``shutil.which``, imported late (start-up time matters on the dispatch path)."""
+    """``shutil.which`` on the absolute PATH entries outside the current directory (a checkout's
+    ``./runsc`` is never what hookcage registers), imported late (start-up time matters on the
+    dispatch path)."""
     import shutil
 
-    return shutil.which(name)
+    from executor.places import outside_cwd
+
+    return shutil.which(name, path=outside_cwd(os.environ.get("PATH", os.defpath)))
 
 
 @cli.command()

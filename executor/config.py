@@ -13,6 +13,7 @@ the file and what is wrong; the other files still work.
 
 from __future__ import annotations
 
+import dataclasses
 import glob as globlib
 import json
 import os
@@ -22,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from executor import safeio
-from executor.core.envnames import PROJECT_DIR_VARS
+from executor.core.envnames import AGENT_DIR_VARS, PROJECT_DIR_VARS
 from executor.core.hooks import HookFile, Problem, Scope, parse_hook_file
 from executor.core.policy import HookSet, merge
 from executor.dialects.base import Dialect, FileFormat, HookSource, Where
+from executor.errors import OwnDirInProject
+from executor.places import in_project
 from executor.settings import Settings
 
 MAX_HOOK_FILE = 4 * 1024 * 1024
@@ -73,10 +76,79 @@ def scope_files(settings: Settings, root: Path | None) -> list[tuple[Scope, Path
 
 
 def where(root: Path | None, environ: Mapping[str, str] | None = None) -> Where:
-    """What dialects need to name their files (HOME from the environment handed in)."""
+    """What dialects need to name their files (HOME from the environment handed in).
+
+    A relative ``HOME``, ``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``... is taken against the
+    project root (the directory the agent runs in, which resolves it there), so the
+    file is read where the agent reads it and :func:`file_scope` judges that place.
+    """
     environ = os.environ if environ is None else environ
-    home = environ.get("HOME") or os.path.expanduser("~")
-    return Where(str(root) if root is not None else None, home, dict(environ))
+    env = dict(environ)
+    base = str(root) if root is not None else _cwd()
+    for name in AGENT_DIR_VARS:
+        value = env.get(name)
+        if value and not os.path.isabs(value):
+            env[name] = os.path.join(base, value)
+    home = env.get("HOME") or os.path.expanduser("~")
+    return Where(str(root) if root is not None else None, home, env)
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # the working directory was removed
+        return "/"
+
+
+def file_scope(path: Path | str, scope: Scope, root: Path | None) -> tuple[Scope, Problem | None]:
+    """The scope a hook file has by where it IS, and the note saying why when that differs.
+
+    A managed or user file (any agent's, or hookcage's own) that lies in the project, as
+    named or through a symlink, is the repository's: project scope (reviewed by trust,
+    never run on the host), whatever variable (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``,
+    ``GEMINI_CLI_HOME``, ``HOOKCAGE_HOME``...) put it there. Every reader of hook files
+    goes through here (:func:`load_hook_file`).
+    """
+    if scope.from_repository or not in_project(path, root):
+        return scope, None
+    return Scope.PROJECT, Problem(
+        str(path), "$", f"{scope.value} file inside the project ({root}): treated as project scope "
+        "(reviewed by trust, never run on the host)", severity="warning")
+
+
+def own_dirs_in_project(home: Path, managed_dir: Path, root: Path | None) -> list[tuple[str, Path]]:
+    """hookcage's own directories (``HOOKCAGE_HOME``, ``HOOKCAGE_MANAGED_DIR``) that lie in the project."""
+    return [(name, path) for name, path in (("HOOKCAGE_HOME", home), ("HOOKCAGE_MANAGED_DIR", managed_dir))
+            if in_project(path, root)]
+
+
+def refuse_own_dirs_in_project(home: Path, managed_dir: Path, root: Path | None) -> None:
+    """Raise when hookcage's home or managed directory lies in the project (dispatch blocks).
+
+    Raises:
+        OwnDirInProject: naming the variable, the directory and the project.
+    """
+    inside = own_dirs_in_project(home, managed_dir, root)
+    if inside:
+        name, path = inside[0]
+        raise OwnDirInProject(
+            f"{name} ({os.path.abspath(path)}) is inside the project ({root}): its settings, allow-list "
+            "and trust store would be the repository's, so hookcage refuses it (dispatch blocks every event); "
+            "point it outside the project")
+
+
+def own_dirs_file(settings: Settings, root: Path | None) -> HookFile | None:
+    """When hookcage's own home or managed directory lies in the project, its settings (the
+    allow-list), trust store and hook files would be the repository's: a file that switches
+    every project and local hook off, with one error saying why (fail closed)."""
+    inside = own_dirs_in_project(settings.home, settings.managed_dir, root)
+    if not inside:
+        return None
+    name, path = inside[0]
+    why = (f"{name} ({os.path.abspath(path)}) is inside the project ({root}): its settings and trust store would be "
+           "the repository's, so no project hook runs; point it outside the project")
+    return HookFile(str(path), Scope.PROJECT, problems=(Problem(str(path), "$", why),),
+                    disable_all=True, disable_reason=f"{name} inside the project")
 
 
 def guess_scope(path: Path, settings: Settings, agents: Sequence[Dialect] = (),
@@ -239,7 +311,21 @@ def decode(raw: bytes, form: FileFormat) -> Any:
 
 def load_hook_file(path: Path, scope: Scope, root: Path | None, dialect: Dialect | None = None,
                    form: FileFormat = "json", environ: Mapping[str, str] | None = None) -> HookFile | None:
-    """Read and parse one hook file (hookcage's own, or ``dialect``'s); ``None`` when it does not exist."""
+    """Read and parse one hook file (hookcage's own, or ``dialect``'s); ``None`` when it does not exist.
+
+    Its scope is the one it has by where it is (:func:`file_scope`): a user or managed
+    file inside the project is read as a project file, with a warning saying so.
+    """
+    scope, moved = file_scope(path, scope, root)
+    loaded = _load_hook_file(path, scope, root, dialect, form, environ)
+    if loaded is None or moved is None:
+        return loaded
+    return dataclasses.replace(loaded, problems=(dataclasses.replace(moved, agent=loaded.agent),
+                                                 *loaded.problems))
+
+
+def _load_hook_file(path: Path, scope: Scope, root: Path | None, dialect: Dialect | None,
+                    form: FileFormat, environ: Mapping[str, str] | None) -> HookFile | None:
     agent = dialect.name if dialect else ""
     if scope.from_repository and root is not None:
         # A repository's file may be a symlink within the repository, never one out of it
@@ -291,26 +377,38 @@ def agent_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str] 
     return found
 
 
-def load_files(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
-               environ: Mapping[str, str] | None = None) -> list[HookFile]:
-    """Read hookcage's own hook files and those of ``agents``, in config order.
+def read_hook_files(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
+                    environ: Mapping[str, str] | None = None) -> list[HookFile]:
+    """hookcage's own hook files and those of ``agents`` that exist, read and parsed, in config order.
 
-    A repository's files (project and local scope) hold at most
-    :data:`MAX_REPOSITORY_HANDLERS` handlers together for one agent (hookcage's
-    own project files count for each agent); a file that would pass it is broken.
+    A file that two scopes of one agent name (the project is ``HOME``) is read once, in
+    the first; with hookcage's home or managed directory inside the project, every
+    project hook is off (:func:`own_dirs_file`). A repository's files (project and
+    local scope) hold at most :data:`MAX_REPOSITORY_HANDLERS` handlers together for
+    one agent (hookcage's own project files count for each agent); a file that would
+    pass it is broken.
     """
-    own: list[HookFile] = []
+    files: list[HookFile] = []
+    seen: set[tuple[str, str]] = set()
+
+    def add(loaded: HookFile | None, path: Path, budget: _Budget) -> None:
+        if loaded is None:
+            return
+        key = (loaded.agent, os.path.realpath(path))
+        if key not in seen:
+            seen.add(key)
+            files.append(budget.take(loaded))
+
+    refused = own_dirs_file(settings, root)
+    if refused is not None:
+        files.append(refused)
     budget = _Budget()
     for scope, path in scope_files(settings, root):
-        if (loaded := load_hook_file(path, scope, root)) is not None:
-            own.append(budget.take(loaded))
-    files = list(own)
+        add(load_hook_file(path, scope, root), path, budget)
     for dialect in agents:
         agent_budget = replace(budget)
         for source, path in agent_files(dialect, root, environ):
-            loaded = load_hook_file(path, source.scope, root, dialect, source.format, environ)
-            if loaded is not None:
-                files.append(agent_budget.take(loaded))
+            add(load_hook_file(path, source.scope, root, dialect, source.format, environ), path, agent_budget)
     return files
 
 
@@ -335,5 +433,5 @@ class _Budget:
 
 def load_hooks(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
                environ: Mapping[str, str] | None = None) -> HookSet:
-    """Read hookcage's own hook files and those of ``agents`` (:func:`load_files`), and merge them."""
-    return merge(load_files(settings, root, agents, environ))
+    """Read hookcage's own hook files and those of ``agents`` (:func:`read_hook_files`), and merge them."""
+    return merge(read_hook_files(settings, root, agents, environ))

@@ -44,7 +44,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from executor.config import load_hooks, project_root
+from executor import in_hook
+from executor.config import load_hooks, project_root, refuse_own_dirs_in_project
 from executor.core.deps import cache_key, find_needs
 from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.events import EventSpec, check_payload, get_event
@@ -265,6 +266,8 @@ class HookExecutor:
         self._background: list[Future[None]] = []
         self._async_pool: ThreadPoolExecutor | None = None
         self.deferred: list[Callable[[], None]] = []
+        self._in_hook = in_hook.Marker()
+        """What proves to a ``hookcage dispatch`` inside one of these hooks that it is in one."""
         self._on_records = on_records
         """Called with the run-log records of each batch (the daemon's metrics), whether or not
         the run log is written."""
@@ -321,9 +324,10 @@ class HookExecutor:
         """
         spec = get_event(event) if isinstance(event, str) else event
         check_payload(spec, payload)
+        root = self.root_for(payload)
+        refuse_own_dirs_in_project(self.settings.home, self.settings.managed_dir, root)
         with contextlib.suppress(OSError):  # what a killed dispatch left (executor.sandbox.staging)
             staging.sweep_once(self.settings.home)
-        root = self.root_for(payload)
         hookset = self.load(root, [dialect])
         session = str(payload.get("session_id") or "")
         reads = _HookInputs(spec, dialect, payload, raw if raw is not None else payload)
@@ -638,7 +642,7 @@ class HookExecutor:
         env = dict(hook.env)
         env.update(hook_input.env)  # what the hook's agent sets for it (never the host's)
         env.update({name: str(root) for name in PROJECT_DIR_VARS})
-        env[IN_HOOK_VAR] = "1"  # a `hookcage dispatch` inside a hook answers at once: no recursion
+        env[IN_HOOK_VAR] = self._in_hook.value()  # a `hookcage dispatch` inside a hook answers at once
         deps = deps or RunSetup()
         env.update(deps.env or {})
         transcript = payload.get("transcript_path")
@@ -882,6 +886,7 @@ class HookExecutor:
             self._async_pool.shutdown(wait=True)
         for name in self._owned:
             self._sandboxes[name].close()
+        self._in_hook.close()
 
     def __enter__(self) -> HookExecutor:
         return self

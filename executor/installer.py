@@ -44,6 +44,7 @@ from typing import Any
 
 from executor.core.install import FileEdit, InstallMode, NotInstallable, Plan
 from executor.errors import HookcageError
+from executor.places import outside_cwd
 
 READ_CAP = 4 << 20
 """Files past this size are shown to a plan by their first :data:`PREFIX` bytes only (an agent's
@@ -66,7 +67,7 @@ def hookcage_command() -> str:
     beside = Path(sys.executable).parent / "hookcage"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    found = shutil.which("hookcage")
+    found = shutil.which("hookcage", path=outside_cwd(os.environ.get("PATH", os.defpath)))  # never ./hookcage
     return os.path.realpath(found) if found else "hookcage"
 
 
@@ -112,7 +113,10 @@ def make_plan(agent: str, mode: InstallMode, *, home: str, environ: Mapping[str,
     dialect = DIALECTS.get(agent)
     if dialect is None:
         raise InstallError(f"unknown agent {agent!r}; known agents: {agent_names()}")
-    where = Where(None, home, dict(environ))
+    env = dict(environ)
+    if "PATH" in env:
+        env["PATH"] = outside_cwd(env["PATH"])  # the real agent is never the repository's (see the wrapper)
+    where = Where(None, home, env)
     return dialect.install(mode, where, lambda path: read_current(path, root), hookcage)
 
 

@@ -32,8 +32,8 @@ from executor.config import (
     MAX_HANDLERS,
     MAX_REPOSITORY_HANDLERS,
     MAX_VALUES,
-    load_files,
     load_hook_file,
+    read_hook_files,
 )
 from executor.core.hooks import Scope
 from executor.core.report import row_of
@@ -208,7 +208,7 @@ def test_a_repositorys_files_together_hold_a_bounded_number_of_handlers(repo: Pa
             {"type": "command", "bash": f"echo {i}-{j}"} for j in range(per_file)]}}))
     home = tmp_path / "home"
     settings_ = load_settings(home=home, managed_dir=tmp_path / "managed")
-    files = load_files(settings_, repo, [DIALECTS["copilot"]], environ={"HOME": str(tmp_path / "user")})
+    files = read_hook_files(settings_, repo, [DIALECTS["copilot"]], environ={"HOME": str(tmp_path / "user")})
     ran = [f for f in files if f.hooks]
     broken = [f for f in files if not f.hooks and f.problems]
     assert sum(len(f.hooks) for f in ran) <= MAX_REPOSITORY_HANDLERS and len(ran) == 3
