@@ -96,6 +96,7 @@ from executor.service.keepout import (
     PathRefused,
     fence_request,
     make_fence,
+    well_formed,
 )
 from executor.service.metrics import ServiceMetrics, dispatch_outcome
 from executor.settings import DEFAULT_MANAGED_DIR, Settings, default_home, load_settings
@@ -172,6 +173,12 @@ def _is_complex(field: FieldInfo) -> bool:
 
 
 def _absolute(value: str, what: str) -> str:
+    try:
+        well_formed(value, what)
+    except PathRefused as exc:
+        # No file system has it (a NUL byte, a lone surrogate, too long, '..'): the caller's own
+        # process reports it, as it would without the daemon.
+        raise Refusal(str(exc)) from None
     if not os.path.isabs(value):
         # Relative to the caller's working directory, which the daemon does not share.
         raise Refusal(f"{what} {value!r} is not an absolute path")
