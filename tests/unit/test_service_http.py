@@ -262,6 +262,7 @@ def test_a_dispatch_answers_as_in_process_with_the_services_own_settings(
     assert json.loads(answer["stdout"])["hookSpecificOutput"]["additionalContext"] == "context from the service's hook"
     [run] = service.sandbox.requests
     assert run.project_dir == str(service.project) and run.cwd == str(service.project)
+    assert "CLAUDE_ENV_FILE" not in run.env and run.binds == ()  # the caller's env-file is no path of the service
     [record] = service.log()  # the service's log, although the caller said HOOKCAGE_LOG_RUNS=false
     assert (record["outcome"], record["exit_code"], record["command"]) == ("ran", 0, "echo context")
     assert not elsewhere.exists()
