@@ -546,10 +546,11 @@ class Daemon:
 
     def keep_out(self, secrets: Sequence[Path] = ()) -> list[Path]:
         """What no remote request's path may lead to: the service's home, socket, settings' files,
-        cache, the Docker sockets, and ``secrets``."""
+        cache, the engine's sockets and credentials (``DOCKER_CERT_PATH``, ``~/.docker``), and ``secrets``."""
         from executor.sandbox.debootstrap import cache_dir
 
         paths = [self.home, self.socket_path, *(Path(path) for path in DOCKER_SOCKETS), *secrets]
+        settings: Settings | None = None
         with contextlib.suppress(Exception):  # settings that do not load: dispatch_bytes says so
             settings = load_settings()
             paths += [settings.home, settings.managed_dir, settings.trust_store_file, settings.run_log,
@@ -557,9 +558,13 @@ class Daemon:
             paths += [path for path in (settings.trust_file, settings.log_file) if path is not None]
         with contextlib.suppress(Exception):
             paths.append(cache_dir())
-        token_file = os.environ.get("HOOKCAGE_TOKEN_FILE")
-        if token_file:
-            paths.append(Path(token_file))
+        # The engine's credentials: its unix socket wherever it is, its TLS client files, and the
+        # client configuration (registry logins) in ~/.docker.
+        engines = [os.environ.get("DOCKER_HOST", ""), getattr(settings, "engine", None) or ""]
+        paths += [Path(url[len("unix://"):]) for url in engines if url.startswith("unix://")]
+        docker_config = os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+        paths += [Path(p) for p in (os.environ.get("DOCKER_CERT_PATH"), docker_config,
+                                    os.environ.get("HOOKCAGE_TOKEN_FILE")) if p]
         return paths
 
     def _answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None, roots: Sequence[Path],

@@ -186,12 +186,14 @@ class Service(_Daemon):
         assert self.pid is not None
         return os.stat(f"/proc/{self.pid}").st_uid
 
-    def request(self, transcript: str | None, **payload: Any) -> tuple[int, dict[str, Any]]:
+    def request(self, transcript: str | None, project: Path | None = None,
+                **payload: Any) -> tuple[int, dict[str, Any]]:
         stdin = json.dumps({"session_id": self.session, "hook_event_name": "UserPromptSubmit", "prompt": "hi",
                             "cwd": str(self.project), "transcript_path": transcript, **payload}).encode()
         body = json.dumps({"version": __version__, "protocol": 1, "event": None, "agent": None,
                            "payload_b64": base64.b64encode(stdin).decode(),
-                           "env": {"CLAUDE_PROJECT_DIR": str(self.project)}, "cwd": str(self.project)}).encode()
+                           "env": {"CLAUDE_PROJECT_DIR": str(project or self.project)},
+                           "cwd": str(self.project)}).encode()
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
         try:
             conn.request("POST", "/dispatch", body=body, headers={
@@ -256,6 +258,9 @@ def test_a_token_holder_cannot_read_the_services_secrets_through_the_transcript(
     for payload in ({"agent_transcript_path": str(world.home / "trust.json")}, {"cwd": str(world.svc_home)}):
         status, answer = service.request(None, **payload)
         assert status == 403 and not any(secret in json.dumps(answer) for secret in SECRETS), answer
+    # The project itself through a symbolic link in it, to the service user's home.
+    status, answer = service.request(None, project=world.project / "svc", cwd=str(world.project / "svc"))
+    assert status == 403 and "contains" in answer["detail"], answer
     assert containers_created(docker_api, service.session, started) == made  # no container for any attack
     assert [line["outcome"] for line in service.log_lines()] == ["ran"]  # the control's run, nothing since
 

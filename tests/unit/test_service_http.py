@@ -917,3 +917,21 @@ def test_no_path_a_request_names_gets_a_500_or_leads_out(
         assert not service.home.is_relative_to(request.project_dir)
         if request.transcript_source is not None:
             assert Path(request.transcript_source).is_relative_to(os.path.realpath(request.project_dir))
+
+
+def test_the_engines_credentials_are_kept_out_too(
+    service: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "key.pem").write_text("ENGINE-CLIENT-KEY")
+    (service.service_user / ".docker").mkdir()
+    (service.service_user / ".docker" / "config.json").write_text('{"auths": {}}')
+    (service.project / "docker-config").symlink_to(service.service_user / ".docker")
+    monkeypatch.setenv("DOCKER_CERT_PATH", str(certs))
+    service.user_hooks(UserPromptSubmit=["cat-transcript"])
+    service.start()
+    for transcript in (certs / "key.pem", service.project / "docker-config" / "config.json"):
+        status, answer = service.dispatch(_transcript_prompt(service, str(transcript)))
+        assert status == 403 and "keeps to itself" in answer["detail"], answer
+    assert service.sandbox.requests == []
