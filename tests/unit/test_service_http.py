@@ -872,7 +872,8 @@ _PATHS = st.one_of(
 )
 _ODD = st.one_of(_PATHS, st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
                  st.lists(_PATHS, max_size=3), st.dictionaries(st.text(max_size=4), _PATHS, max_size=2))
-_FIELDS = ("cwd", "transcript_path", "agent_transcript_path", "workspace_roots", "new_cwd", "transcriptPath")
+_FIELDS = ("cwd", "transcript_path", "agent_transcript_path", "workspace_roots", "new_cwd", "transcriptPath",
+           "session_id", "workingDirectory")
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -912,6 +913,7 @@ def test_no_path_a_request_names_gets_a_500_or_leads_out(
         assert set(answer) == {"detail"} and "\n" not in answer["detail"]
         assert len(service.sandbox.requests) == before
         return
+    assert "internal error" not in answer["stdout"] + answer["stderr"], answer
     for request in service.sandbox.requests[before:]:
         assert not Path(request.project_dir).is_relative_to(service.home)
         assert not service.home.is_relative_to(request.project_dir)
