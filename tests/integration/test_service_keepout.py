@@ -3,9 +3,10 @@
 The service runs as a throwaway unprivileged user (made here, in the
 ``docker`` group as an operator would put it, removed at the end; as the
 current user when the tests do not run as root), with its own
-``HOOKCAGE_HOME``, a token file of mode 0600 and a user hook, trusted as
-every hook of the service's own, that prints the transcript it is handed
-(``echo "transcript: $(cat "$(jq -r .transcript_path)")"``) into the answer. The attacker holds
+``HOOKCAGE_HOME``, a token file of mode 0600 and a hook that prints the
+transcript it is handed (``echo "transcript: $(cat "$(jq -r .transcript_path)")"``)
+into the answer: the service's own (user scope), or the project's, reviewed
+with ``hookcage trust``. The attacker holds
 the token and writes the requests itself: it names the service's token
 file, its ``trust.json``, another tenant's project file, a symbolic link in
 its own project pointing at the token file (and a linked folder on the
@@ -36,9 +37,10 @@ from typing import Any
 import pytest
 from daemon_support import PY
 from daemon_support import Daemon as _Daemon
-from support import POOL_OWNERS, agent_session, containers_created
+from support import POOL_OWNERS, agent_session, allow, containers_created
 
 from executor import __version__
+from executor.gates.trust import TRUST_FORMAT
 from executor.service import client
 
 TOKEN = "keepout-token-0123456789abcdef-XYZ"
@@ -52,8 +54,11 @@ CAT_TRANSCRIPT = 'echo "transcript: $(cat "$(jq -r .transcript_path)")"'
 def _site_packages_for(base: Path) -> Path:
     """hookcage's dependencies copied where an unprivileged user reads them (this interpreter's
     prefix may sit in a 0700 home: /root/.pyenv)."""
+    import tomllib
+
     wanted: set[str] = set()
-    todo = ["hookcage"]
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    todo = ["hookcage", *declared]  # the checkout's own list too: the installed metadata may be older
     while todo:
         name = todo.pop()
         try:
@@ -108,7 +113,8 @@ class Keeper:
         self.token_file = self.svc_home / "token"
         self.token_file.write_text(TOKEN + "\n")
         self.token_file.chmod(0o600)
-        (self.home / "trust.json").write_text('{"version": 1, "records": [], "note": "TRUST-STORE-SECRET"}')
+        (self.home / "trust.json").write_text(json.dumps(
+            {"format": TRUST_FORMAT, "records": {}, "note": "TRUST-STORE-SECRET"}))
         self.project = self.base / "tenants" / "mine"
         (self.project / "logs").mkdir(parents=True)
         (self.project / "README.md").write_text("mine\n")
@@ -224,14 +230,37 @@ def service(world: Keeper, runner_image: str) -> Iterator[Service]:
 SECRETS = ("keepout-token-0123456789abcdef", "TRUST-STORE-SECRET", "OTHER-TENANT-SECRET")
 
 
-@pytest.mark.docker
-def test_a_token_holder_cannot_read_the_services_secrets_through_the_transcript(
-    service: Service, world: Keeper, docker_api: Any
-) -> None:
-    service.user_hooks({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": CAT_TRANSCRIPT}]}]}})
+def _hook(service: Service, world: Keeper, scope: str) -> None:
+    """The hook that prints its transcript: the service's own (user scope), or the project's, trusted."""
+    hooks = {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": CAT_TRANSCRIPT}]}]}}
+    if scope == "user":
+        service.user_hooks(hooks)
+    else:
+        (world.project / ".claude").mkdir()
+        (world.project / ".claude" / "settings.json").write_text(json.dumps(hooks))
+        for path in (world.project / ".claude", world.project / ".claude" / "settings.json"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        allow(world.home, [CAT_TRANSCRIPT])
+        trusted = subprocess.run([PY, "-m", "executor", "trust", "--yes", "--all", "--agent", "claude",
+                        "--project", str(world.project)], env={**service.env, "HOME": str(world.svc_home)},
+                       check=False, capture_output=True, text=True, timeout=120)
+        assert trusted.returncode == 0, trusted.stdout + trusted.stderr
+        store = json.loads((world.home / "trust.json").read_text())
+        assert store["records"], store
+        store["note"] = "TRUST-STORE-SECRET"  # what an attacker would look for in it
+        (world.home / "trust.json").write_text(json.dumps(store))
     if world.user is not None:
-        for name in ("hooks.json", "config.toml"):
-            os.chown(world.home / name, world.user.pw_uid, world.user.pw_gid)
+        for folder, _, files in os.walk(world.home):
+            for name in (folder, *(os.path.join(folder, f) for f in files)):
+                os.chown(name, world.user.pw_uid, world.user.pw_gid)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("scope", ["user", "project"])
+def test_a_token_holder_cannot_read_the_services_secrets_through_the_transcript(
+    service: Service, world: Keeper, docker_api: Any, scope: str
+) -> None:
+    _hook(service, world, scope)
     started = time.time()
     service.start_tcp("--project-root", str(world.base / "tenants"))
     if world.user is not None:
@@ -262,15 +291,12 @@ def test_a_token_holder_cannot_read_the_services_secrets_through_the_transcript(
     status, answer = service.request(None, project=world.project / "svc", cwd=str(world.project / "svc"))
     assert status == 403 and "contains" in answer["detail"], answer
     assert containers_created(docker_api, service.session, started) == made  # no container for any attack
-    assert [line["outcome"] for line in service.log_lines()] == ["ran"]  # the control's run, nothing since
+    assert [(line["outcome"], line["scope"]) for line in service.log_lines()] == [("ran", scope)]  # the control
 
 
 @pytest.mark.docker
 def test_the_client_a_user_types_reports_the_refusal_in_one_line(service: Service, world: Keeper) -> None:
-    service.user_hooks({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": CAT_TRANSCRIPT}]}]}})
-    if world.user is not None:
-        for name in ("hooks.json", "config.toml"):
-            os.chown(world.home / name, world.user.pw_uid, world.user.pw_gid)
+    _hook(service, world, "user")
     service.start_tcp()
     stdin = json.dumps({"session_id": service.session, "hook_event_name": "UserPromptSubmit", "prompt": "hi",
                         "cwd": str(world.project), "transcript_path": str(world.token_file)}).encode()
