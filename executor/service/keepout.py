@@ -172,7 +172,9 @@ def judge_inside(real: str, given: str, what: str, project: str, fence: Fence, *
     if any(inside(real, root) for root in fence.project_roots):
         raise PathRefused(403, f"{what} {how} is outside {allowed} {shown(project)}")
     if exists:
-        raise PathRefused(403, f"{what} {how} is outside {allowed} {shown(project)}")
+        hint = " (the service admits transcripts from elsewhere only in its --transcript-root folders)" \
+            if transcript else ""
+        raise PathRefused(403, f"{what} {how} is outside {allowed} {shown(project)}{hint}")
     return False
 
 
