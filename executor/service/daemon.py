@@ -868,6 +868,9 @@ class Daemon:
 
         self._remote_task.add_done_callback(ended)
         logger.info("hookcage %s answering on %s (remote mode, bearer token required)", __version__, address)
+        if not remote.project_roots:
+            logger.warning("no --project-root: a TCP caller may name any directory this service can read as its "
+                           "project, outside its own files (docs/service.md#every-path-a-request-names)")
         await local.serve(sockets=[sock])
         if failed:
             raise DaemonError(failed[0])  # exit 1, not the 0 of a requested stop
