@@ -26,7 +26,8 @@ How this works:
    settings, the caller's project), ``GET /health``, ``GET /metrics``
    (Prometheus text) and ``GET /openapi.json``. A body that is not JSON is
    400, one that lacks fields or has the wrong types 422, each with a
-   one-line ``detail``.
+   one-line ``detail``. Every path a dispatch names passes the keep-out
+   (:mod:`executor.service.keepout`): malformed is 400, out of bounds 403.
 """
 
 from __future__ import annotations
