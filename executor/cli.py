@@ -1393,9 +1393,12 @@ def _fail_on_lines(built: Any, hits: Sequence[str]) -> None:
               help="TCP dispatches waiting for a slot (503 with Retry-After past it).")
 @click.option("--project-root", "project_roots", multiple=True, type=click.Path(path_type=Path),
               help="Only projects inside this directory may be named over TCP (repeatable; default: any).")
+@click.option("--transcript-root", "transcript_roots", multiple=True, type=click.Path(path_type=Path),
+              help="Transcripts named over TCP may also lie in this directory, not only in the caller's "
+                   "project (repeatable; default: none).")
 def serve(socket_path: Path | None, log_level: str, listen: str | None, token_file: Path | None,
           tls_cert: Path | None, tls_key: Path | None, max_body: int, max_concurrent: int, max_queue: int,
-          project_roots: tuple[Path, ...]) -> None:
+          project_roots: tuple[Path, ...], transcript_roots: tuple[Path, ...]) -> None:
     """Answer `hookcage dispatch` from a long-lived process (saves start-up on every event).
 
     Keeps the code loaded and the sandboxes (engine connections) open; reads
@@ -1424,11 +1427,14 @@ def serve(socket_path: Path | None, log_level: str, listen: str | None, token_fi
         host, port = parse_listen(listen)
         remote = RemoteOptions(host, port, load_token(token_file, os.environ), tls_cert=tls_cert, tls_key=tls_key,
                                max_body=max_body, max_concurrent=max_concurrent, max_queue=max_queue,
-                               project_roots=project_roots)
+                               project_roots=project_roots, transcript_roots=transcript_roots,
+                               token_file=token_file or (Path(os.environ["HOOKCAGE_TOKEN_FILE"])
+                                                         if os.environ.get("HOOKCAGE_TOKEN_FILE") else None))
         remote.check()
     else:
         context = click.get_current_context()
-        tcp_only = ("token_file", "tls_cert", "tls_key", "max_body", "max_concurrent", "max_queue", "project_roots")
+        tcp_only = ("token_file", "tls_cert", "tls_key", "max_body", "max_concurrent", "max_queue", "project_roots",
+                   "transcript_roots")
         given = [param.opts[0] for param in context.command.params if param.name in tcp_only
                  and context.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT]
         if given:

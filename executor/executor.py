@@ -249,6 +249,7 @@ class HookExecutor:
         environ: Mapping[str, str] | None = None,
         cancel: threading.Event | None = None,
         on_records: Callable[[Sequence[Mapping[str, Any]]], None] | None = None,
+        transcripts: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings or load_settings()
         self.cancelled = cancel or threading.Event()
@@ -271,6 +272,9 @@ class HookExecutor:
         self._on_records = on_records
         """Called with the run-log records of each batch (the daemon's metrics), whether or not
         the run log is written."""
+        self._transcripts = transcripts
+        """The service's remote mode: the only transcripts mounted (the payload's path -> the real
+        file the keep-out judged, :mod:`executor.service.keepout`); None: the payload's, as given."""
 
     # -- configuration -------------------------------------------------------
 
@@ -646,6 +650,11 @@ class HookExecutor:
         deps = deps or RunSetup()
         env.update(deps.env or {})
         transcript = payload.get("transcript_path")
+        transcript = transcript if isinstance(transcript, str) and transcript else None
+        source = None
+        if transcript is not None and self._transcripts is not None:
+            source = self._transcripts.get(transcript)
+            transcript = transcript if source is not None else None  # not judged mountable: never mounted
         return RunRequest(
             command=deps.command(hook.command or ""),
             binds=deps.binds,
@@ -654,7 +663,8 @@ class HookExecutor:
             env=env,
             timeout=hook.timeout,
             project_dir=str(root),
-            transcript_path=transcript if isinstance(transcript, str) and transcript else None,
+            transcript_path=transcript,
+            transcript_source=source,
             options=hook.sandbox,
             labels={"hookcage.session": str(session)[:128], "hookcage.hook": hook.id},
             output_cap=self.settings.output_cap,

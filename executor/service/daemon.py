@@ -96,6 +96,15 @@ from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
 from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
+from executor.service.keepout import (
+    Fence,
+    Fenced,
+    NoProject,
+    PathRefused,
+    fence_request,
+    make_fence,
+    well_formed,
+)
 from executor.service.metrics import ServiceMetrics, dispatch_outcome
 from executor.settings import DEFAULT_MANAGED_DIR, Settings, default_home, load_settings
 
@@ -189,6 +198,12 @@ def _is_complex(field: FieldInfo) -> bool:
 
 
 def _absolute(value: str, what: str) -> str:
+    try:
+        well_formed(value, what)
+    except PathRefused as exc:
+        # No file system has it (a NUL byte, a lone surrogate, too long, '..'): the caller's own
+        # process reports it, as it would without the daemon.
+        raise Refusal(str(exc)) from None
     if not os.path.isabs(value):
         # Relative to the caller's working directory, which the daemon does not share.
         raise Refusal(f"{what} {value!r} is not an absolute path")
@@ -276,10 +291,10 @@ def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str
 
 
 def remote_environ(
-    env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None, own: Mapping[str, str],
-    *, keep_out: Sequence[Path] = (), roots: Sequence[Path] = (),
-) -> dict[str, str]:
-    """The environment ``HookExecutor`` reads for a remote (TCP) caller.
+    env: Mapping[str, str], payloads: Sequence[Mapping[str, Any]], cwd: str | None, own: Mapping[str, str],
+    fence: Fence,
+) -> tuple[dict[str, str], Fenced]:
+    """The environment ``HookExecutor`` reads for a remote (TCP) caller, and what it may mount.
 
     Only where the project is comes from the caller: its project-dir variables,
     else the payload's ``cwd``, else its working directory, each an absolute
@@ -288,41 +303,22 @@ def remote_environ(
     agents' user files (``HOME``, ``CODEX_HOME``, ...) is the service's own
     (``own``); the caller's ``CLAUDE_ENV_FILE`` is ignored.
 
-    The project directory is mounted into every hook's container and what the
-    hooks print goes back to the caller, so a caller may not name one that
-    holds what it must not see: one that contains any of ``keep_out`` (the
-    service's hookcage home, the Docker sockets), or, when ``roots`` are
-    given (``--project-root``), one outside all of them.
+    Every path the request names passes the keep-out
+    (:func:`executor.service.keepout.fence_request`); the project is pinned
+    as the resolved path it was judged by (``CLAUDE_PROJECT_DIR``), so the
+    executor cannot find another one in the payload.
 
     Raises:
-        Refusal: a path is relative, the project directory does not exist here,
-            contains one of ``keep_out`` or lies outside ``roots``.
+        PathRefused: a path is malformed (400) or leads where the caller may not go (403).
+        Refusal: no project at all, or it does not exist on the service (409).
     """
+    try:
+        fenced = fence_request(env, payloads, cwd, fence)
+    except NoProject as exc:
+        raise Refusal(str(exc)) from None
     environ = {name: own[name] for name in AGENT_CONFIG_VARS if name in own}
-    for name in PROJECT_DIR_VARS:
-        if env.get(name):
-            environ[name] = _absolute(env[name], f"the caller's {name}")
-    where = payload.get("cwd")
-    if where and not (isinstance(where, str) and os.path.isabs(where)):
-        raise Refusal(f"the payload's cwd {where!r} is not an absolute path")
-    if not any(name in environ for name in PROJECT_DIR_VARS) and not (isinstance(where, str) and where):
-        if cwd is None:
-            raise Refusal("the caller has no working directory")
-        environ[PROJECT_DIR_VARS[0]] = _absolute(cwd, "the working directory")
-    transcript = payload.get("transcript_path")
-    if isinstance(transcript, str) and transcript:
-        _absolute(transcript, "the payload's transcript_path")
-    root = project_root(payload, environ)
-    if not root.is_dir():
-        raise Refusal(f"the project directory {root} does not exist on the hookcage service "
-                      "(mount the workspace at the same path in the agent's and the service's containers)")
-    for secret in keep_out:
-        if Path(os.path.realpath(secret)).is_relative_to(root):
-            raise Refusal(f"the project directory {root} contains {secret}: refused (its hooks would see it)")
-    if roots and not any(root.is_relative_to(os.path.realpath(allowed)) for allowed in roots):
-        shown = ", ".join(str(allowed) for allowed in roots)
-        raise Refusal(f"the project directory {root} is outside the service's project roots ({shown})")
-    return environ
+    environ[PROJECT_DIR_VARS[0]] = fenced.project
+    return environ, fenced
 
 
 def host_base_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -502,6 +498,9 @@ async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], ht
     except Refusal as exc:
         logger.info("left to the caller (in-process): %s" if local else "refused (409), nothing run: %s", exc)
         return JSONResponse({"detail": str(exc)}, status_code=409)
+    except PathRefused as exc:
+        logger.info("refused (%d), nothing run: %s", exc.status, exc)
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status)
     except BadRequest as exc:
         return JSONResponse({"detail": str(exc)}, status_code=422)
     return JSONResponse({"exit_code": answer_.exit_code, "stdout": answer_.stdout,
@@ -578,7 +577,8 @@ class Daemon:
                                      event_label=_event_label(agent, request.event, payload))
 
     def answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None = None, *,
-                      roots: Sequence[Path] = ()) -> tuple[AgentAnswer, str]:
+                      roots: Sequence[Path] = (), transcript_roots: Sequence[Path] = (),
+                      secrets: Sequence[Path] = ()) -> tuple[AgentAnswer, str]:
         """The answer to a remote (TCP) caller: ``hookcage dispatch`` in the service's own environment,
         for the caller's project.
 
@@ -587,36 +587,69 @@ class Daemon:
         ``DOCKER_*`` are ignored); the project comes from the caller
         (:func:`remote_environ`). Another hookcage ``version`` is no reason
         to refuse; another ``protocol`` is. ``roots``: the project directories
-        callers may name (``--project-root``; any when empty).
+        callers may name (``--project-root``; any when empty);
+        ``transcript_roots``: where transcripts outside the project may be
+        (``--transcript-root``); ``secrets``: files of the service's own (its
+        token file, TLS files) no request path may lead to, besides
+        :meth:`keep_out`.
 
         Raises:
             Refusal: nothing has run; the message says why.
+            PathRefused: a path of the request is malformed (400) or out of bounds (403); nothing has run.
             BadRequest: ``payload_b64`` is not base64.
         """
         try:
-            return self._answer_remote(request, watch, roots)
-        except Refusal:
+            return self._answer_remote(request, watch, roots, transcript_roots, secrets)
+        except (Refusal, PathRefused):
             self.metrics.dispatched("remote", _agent_label(request.agent), "unknown", "refused", None)
             raise
         except BadRequest:
             self.metrics.rejected(422)
             raise
 
-    def _answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None,
-                       roots: Sequence[Path]) -> tuple[AgentAnswer, str]:
+    def keep_out(self, secrets: Sequence[Path] = ()) -> list[Path]:
+        """What no remote request's path may lead to: the service's home, socket, settings' files,
+        cache, the engine's sockets and credentials (``DOCKER_CERT_PATH``, ``~/.docker``), and ``secrets``."""
+        from executor.sandbox.debootstrap import cache_dir
+
+        paths = [self.home, self.socket_path, *(Path(path) for path in DOCKER_SOCKETS), *secrets]
+        settings: Settings | None = None
+        with contextlib.suppress(Exception):  # settings that do not load: dispatch_bytes says so
+            settings = load_settings()
+            paths += [settings.home, settings.managed_dir, settings.trust_store_file, settings.run_log,
+                      settings.state_dir]
+            paths += [path for path in (settings.trust_file, settings.log_file) if path is not None]
+        with contextlib.suppress(Exception):
+            paths.append(cache_dir())
+        # The engine's credentials: its unix socket wherever it is, its TLS client files, and the
+        # client configuration (registry logins) in ~/.docker.
+        engines = [os.environ.get("DOCKER_HOST", ""), getattr(settings, "engine", None) or ""]
+        paths += [Path(url[len("unix://"):]) for url in engines if url.startswith("unix://")]
+        docker_config = os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+        paths += [Path(p) for p in (os.environ.get("DOCKER_CERT_PATH"), docker_config,
+                                    os.environ.get("HOOKCAGE_TOKEN_FILE")) if p]
+        return paths
+
+    def _answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None, roots: Sequence[Path],
+                       transcript_roots: Sequence[Path], secrets: Sequence[Path]) -> tuple[AgentAnswer, str]:
         if request.protocol != PROTOCOL:
             raise Refusal(f"the caller speaks protocol {request.protocol}, this service {PROTOCOL}")
         if request.agent is not None and request.agent not in DIALECTS:
             raise Refusal(f"unknown agent {request.agent!r}; known agents: {', '.join(sorted(DIALECTS))}")
         raw, payload = decode_payload(request.payload_b64, BadRequest)
-        agent = resolve_dialect(request.agent, payload).name
-        keep_out = [self.home, *(Path(path) for path in DOCKER_SOCKETS)]
-        environ = remote_environ(request.env, payload, request.cwd, os.environ, keep_out=keep_out, roots=roots)
+        dialect = resolve_dialect(request.agent, payload)
+        agent = dialect.name
+        payloads = [payload]
+        with contextlib.suppress(Exception):  # an event it cannot resolve: dispatch_bytes answers that
+            payloads.append(dialect.canonical_payload(dialect.resolve_event(request.event, payload), payload))
+        fence = make_fence(self.keep_out(secrets), roots, transcript_roots)
+        environ, fenced = remote_environ(request.env, payloads, request.cwd, os.environ, fence)
         with self.project_slot(project_root(payload, environ), REMOTE_PER_PROJECT):
             return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=None,
                                      environ=environ, base_env=host_base_env(os.environ),
                                      fail_closed=fail_closed_env(), watch=watch, listener="remote",
-                                     event_label=_event_label(agent, request.event, payload))
+                                     event_label=_event_label(agent, request.event, payload),
+                                     transcripts=fenced.transcripts)
 
     @contextlib.contextmanager
     def project_slot(self, root: Path, limit: int) -> Iterator[None]:
@@ -644,7 +677,7 @@ class Daemon:
     def run_dispatch(
         self, event: str | None, raw: bytes, *, agent: str | None, answered_as: str, settings: Settings | None,
         environ: Mapping[str, str], base_env: Mapping[str, str], fail_closed: bool, watch: Watch | None = None,
-        listener: str = "local", event_label: str = "unknown",
+        listener: str = "local", event_label: str = "unknown", transcripts: Mapping[str, str] | None = None,
     ) -> tuple[AgentAnswer, str]:
         """Answer one event through :func:`dispatch_bytes` with the daemon's shared sandboxes.
 
@@ -657,6 +690,8 @@ class Daemon:
             fail_closed: block (exit 2) on an internal error.
             watch: lets the HTTP handler cancel the dispatch.
             listener, event_label: how the dispatch is counted in the metrics.
+            transcripts: remote mode: the only transcripts mounted, each as the
+                real file the keep-out judged (None: as in-process).
         """
         factory = self._factory_for(base_env)
 
@@ -669,7 +704,7 @@ class Daemon:
 
         def make_executor(settings: Settings) -> HookExecutor:
             executor = HookExecutor(settings, sandbox_factory=factory, environ=environ, cancel=watch.cancel,
-                                    on_records=observe)
+                                    on_records=observe, transcripts=transcripts)
             watch.executors.append(executor)
             return executor
 
@@ -930,6 +965,9 @@ class Daemon:
 
         self._remote_task.add_done_callback(ended)
         logger.info("hookcage %s answering on %s (remote mode, bearer token required)", __version__, address)
+        if not remote.project_roots:
+            logger.warning("no --project-root: a TCP caller may name any directory this service can read as its "
+                           "project, outside its own files (docs/service.md#every-path-a-request-names)")
         await local.serve(sockets=[sock])
         if failed:
             raise DaemonError(failed[0])  # exit 1, not the 0 of a requested stop
