@@ -12,8 +12,8 @@ reached hookcage as 64 KiB and a clean end of stream, recorded
 Linux's do.
 
 So under gVisor the hook's stdout and stderr are FIFOs in the container's
-``/tmp`` (made before the hook starts, in a folder only the shell's user can
-enter), each copied out by ``cat``, which writes the rest after a short
+``/tmp`` (made before the hook starts, mode 0600, where nothing else has
+run yet), each copied out by ``cat``, which writes the rest after a short
 count (coreutils and busybox). The hook sees what it saw: pipes, its exit
 status, its stdin. When the hook has exited, every other process of the
 container but init, the shell, its parent and the two ``cat`` is killed
@@ -37,24 +37,28 @@ RELAY_VARIABLES = "_hc_rd _hc_r1 _hc_r2 _hc_rc _hc_p _hc_s _hc_k _hc_x"
 """The shell variables the relay sets: unset first (an image's environment may export one)."""
 
 RELAY_FUNCTION = r"""
-_hc_relay() {
+_hc_relay_start() {
     _hc_rd=/tmp/.hookcage-relay-$$
+    _hc_r1=
+    _hc_r2=
     _hc_x=
     { read -r _hc_x </proc/1/comm; } 2>/dev/null
     if { [ "$_hc_x" = docker-init ] || [ "$_hc_x" = podman-init ]; } \
         && command -v cat >/dev/null 2>&1 && command -v mkfifo >/dev/null 2>&1 \
-        && mkdir -m 700 "$_hc_rd" 2>/dev/null && mkfifo "$_hc_rd/1" "$_hc_rd/2" 2>/dev/null; then
-        :
-    else
+        && mkfifo -m 600 "$_hc_rd-1" "$_hc_rd-2" 2>/dev/null; then
+        cat <"$_hc_rd-1" &
+        _hc_r1=$!
+        cat <"$_hc_rd-2" >&2 &
+        _hc_r2=$!
+    fi
+}
+_hc_relay() {
+    if [ -z "$_hc_r2" ]; then
         _hc_job "$@"
         _hc_rc=$?
         return 1
     fi
-    cat <"$_hc_rd/1" &
-    _hc_r1=$!
-    cat <"$_hc_rd/2" >&2 &
-    _hc_r2=$!
-    _hc_job "$@" >"$_hc_rd/1" 2>"$_hc_rd/2"
+    _hc_job "$@" >"$_hc_rd-1" 2>"$_hc_rd-2"
     _hc_rc=$?
     while :; do
         _hc_k=
@@ -72,15 +76,17 @@ _hc_relay() {
     return 0
 }
 """
-"""Defines ``_hc_relay``: runs the function ``_hc_job`` (defined by the caller; with the relay's
-arguments) relayed, sets
-``_hc_rc`` to its status; returns 0 when it relayed (every other process is then gone), 1 when
-it ran ``_hc_job`` directly (no ``cat``/``mkfifo``, or not in a container's own pid namespace)."""
+"""Defines ``_hc_relay_start`` and ``_hc_relay``. ``_hc_relay_start`` makes the FIFOs and starts the
+two ``cat`` (the pool does it before its container says it is ready: no cost at the job's time);
+``_hc_relay`` then runs the function ``_hc_job`` (defined by the caller; with the relay's arguments)
+relayed and sets ``_hc_rc`` to its status. It returns 0 when it relayed (every other process is then
+gone), 1 when it ran ``_hc_job`` directly (no ``cat``/``mkfifo``, or not in a container's own pid
+namespace: ``_hc_relay_start`` started nothing)."""
 
 
 def relayed_script(command_line: str) -> str:
     """Shell text running ``command_line`` through the relay, ending the shell with its status."""
     return (
         f"unset {RELAY_VARIABLES}; _hc_job() {{ {command_line}\n}}\n"
-        f"{RELAY_FUNCTION}_hc_relay\nexit \"$_hc_rc\""
+        f"{RELAY_FUNCTION}_hc_relay_start\n_hc_relay\nexit \"$_hc_rc\""
     )

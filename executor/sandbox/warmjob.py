@@ -34,6 +34,10 @@ _hc_ov=${OLDPWD-}
 _hc_idle=$1
 _hc_out=$2
 shift 2
+""" + RELAY_FUNCTION + r"""
+if [ "$_hc_out" = relay ]; then
+    _hc_relay_start
+fi
 printf 'hookcage-ready\n'
 if command -v timeout >/dev/null 2>&1; then
     _hc_l=$(timeout "$_hc_idle" /bin/sh -c 'IFS= read -r l && printf %s "$l"')
@@ -98,7 +102,6 @@ _hc_job() {
         (exec 3<&0; head -c "$_hc_nin" <&3 3<&- &) | env -- "$@" /bin/sh -c "$_hc_c"
     fi
 }
-""" + RELAY_FUNCTION + r"""
 printf 'hookcage-job %s\n' "$_hc_nonce"
 if [ "$_hc_out" = relay ]; then
     _hc_relay "$@"
