@@ -65,6 +65,14 @@ def project(tmp_path: Path, workspace: Path, runner_image: str, hook_runtime: st
     return Project(tmp_path, workspace)
 
 
+@pytest.fixture
+def default_project(tmp_path: Path, workspace: Path, runner_image: str) -> Project:
+    """A project under the runtime the user's settings give (``auto``: gVisor where the engine has it)."""
+    if HOOKCAGE is None:
+        pytest.fail("the hookcage console script is not installed")
+    return Project(tmp_path, workspace)
+
+
 def test_untrusted_and_off_list_hooks_create_no_container(project: Project, docker_api: Any) -> None:
     project.hooks(GUARD)
     since = time.time()
@@ -94,7 +102,9 @@ ATTACKS = [
 
 
 @pytest.mark.parametrize("command", ATTACKS)
-def test_off_list_attacks_never_reach_the_engine(project: Project, docker_api: Any, command: str) -> None:
+def test_off_list_attacks_never_reach_the_engine(default_project: Project, docker_api: Any, command: str) -> None:
+    # One event per attack, under the default runtime; both runtimes: the next test (all in one file).
+    project = default_project
     (project.home / "config.toml").write_text('[allowlist]\nallow = ["ls", "echo *", "npm test", "git status"]\n')
     (project.home / "hooks.json").write_text(json.dumps(
         {"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": command}]}]}}))
@@ -103,6 +113,21 @@ def test_off_list_attacks_never_reach_the_engine(project: Project, docker_api: A
     assert proc.returncode == 0
     assert "not run" in json.loads(proc.stdout)["systemMessage"]
     assert containers_created(docker_api, project.session, since) == 0
+
+
+def test_every_off_list_attack_at_once_reaches_no_engine(project: Project, docker_api: Any) -> None:
+    # Under runc and gVisor: the allow-list is decided before any runtime matters; one event carries
+    # every attack (an off-list hook is never launched, whatever the kernel hooks would get).
+    (project.home / "config.toml").write_text('[allowlist]\nallow = ["ls", "echo *", "npm test", "git status"]\n')
+    (project.home / "hooks.json").write_text(json.dumps(
+        {"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": c} for c in ATTACKS]}]}}))
+    since = time.time()
+    proc = project.dispatch()
+    assert proc.returncode == 0
+    assert "not run" in json.loads(proc.stdout)["systemMessage"]
+    assert containers_created(docker_api, project.session, since) == 0
+    log = [json.loads(line) for line in (project.home / "runs.jsonl").read_text().splitlines()]
+    assert len(log) == len(ATTACKS) and {r["outcome"] for r in log} == {"skipped"}
 
 
 def test_edited_script_is_untrusted_until_reviewed_again(project: Project) -> None:
