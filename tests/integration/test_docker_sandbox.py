@@ -534,6 +534,22 @@ def test_14d_a_background_child_holding_stdout_after_a_flood_does_not_hold_the_r
     assert result.stdout == b"x" * 300_000 and not result.truncated
 
 
+def test_14e_a_hook_that_kills_what_carries_its_output_never_gets_a_clean_whole_run(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    # The hook's parent is the pool's bootstrap (warm), the relay's shell (cold under gVisor) or init
+    # (cold under runc: the kill fails). Killing it ends the container with output in flight: that
+    # run is an error (137) and, warm, its streams are marked truncated (no end marker came); never a
+    # clean exit with whatever happened to arrive.
+    result = run(sandbox, workspace, "echo before; kill -9 $PPID; sleep 1; echo after", timeout=30)
+    if result.exit_code == 0:
+        assert result.stdout == b"before\nafter\n" and not result.truncated
+    else:
+        assert result.exit_code == 137 and not result.timed_out
+        if isinstance(sandbox, PooledDockerSandbox):
+            assert result.stdout_truncated and result.stderr_truncated
+
+
 def test_15_escape_sequences_and_invalid_utf8_come_back_byte_exact(
     sandbox: DockerSandbox, workspace: Path
 ) -> None:
