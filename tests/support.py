@@ -170,3 +170,18 @@ def hooks_run_under_gvisor(client: Any) -> bool:
     runtime = resolve_runtime(os.environ.get("HOOKCAGE_RUNTIME") or "auto", list(info.get("Runtimes") or {}),
                               str(info.get("DefaultRuntime") or "runc"))
     return isolation(runtime) == GVISOR
+
+
+def use_hook_runtime(runtime: str, client: Any, monkeypatch: Any) -> str:
+    """Run this test's hooks under ``runtime`` (``HOOKCAGE_RUNTIME``, as a user sets it; the CLI and the
+    in-process executors the test starts read it). A runtime the engine lacks fails the test on CI (it
+    installs and registers runsc) and skips it elsewhere."""
+    import pytest
+
+    if runtime not in (client.info().get("Runtimes") or {}):
+        message = f"the engine has no {runtime} runtime: apt-get install runsc && hookcage setup runsc"
+        if os.environ.get("CI") == "true" or os.environ.get("HOOKCAGE_REQUIRE_DOCKER"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    monkeypatch.setenv("HOOKCAGE_RUNTIME", runtime)
+    return runtime

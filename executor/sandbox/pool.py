@@ -128,6 +128,7 @@ from executor.sandbox.docker import (
     self_ending,
     staged_tree,
 )
+from executor.sandbox.docker.profile import relays_output
 from executor.sandbox.engines import strip_engine_noise
 from executor.sandbox.pathcheck import WORKSPACE_PROBE_LABEL
 from executor.sandbox.poolbook import (
@@ -215,6 +216,9 @@ def pump_job(
         return "done"
     if end == "deadline":
         return "deadline"
+    if end == "cut":  # the stream ended inside a frame: part of the output never came
+        stdout.cut()
+        stderr.cut()
     done = reader.done
     out, err = reader.finish()
     stdout.add(out)
@@ -553,6 +557,13 @@ class PooledDockerSandbox(DockerSandbox):
             else:
                 timed_out, state = self._finish(client, spare.container, end == "eof", deadline)
                 exit_code, oom_killed = state["exit_code"], state["oom_killed"]
+                if end == "eof" and not timed_out and not oom_killed:
+                    # The hook ran, and its run ended without the bootstrap's end marker on a
+                    # stream (the bootstrap was killed): what it printed last may be lost.
+                    if not reader.out.ended:
+                        stdout.cut()
+                    if not reader.err.ended:
+                        stderr.cut()
             duration = time.monotonic() - began
         except BACKEND_ERRORS as exc:
             raise map_engine_error(
@@ -662,7 +673,8 @@ class PooledDockerSandbox(DockerSandbox):
                     # made now would not be what runs of this key get cold.
                     raise SandboxError("the creation key no longer matches the host")
                 expires = math.ceil(wall + self.idle_timeout + timeout) + EXPIRY_MARGIN
-                args["command"] = bootstrap_command(self.idle_timeout, template.mount_points)
+                args["command"] = bootstrap_command(self.idle_timeout, template.mount_points,
+                                                    relay=relays_output(self.profile))
                 args["working_dir"] = "/"
                 args["labels"] = {
                     **self.labels,

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from executor.sandbox.conventions import STDERR
+from executor.sandbox.relay import RELAY_FUNCTION, RELAY_VARIABLES
 
 JOB_TAG = "hookcage-job/2"
 READY_LINE = b"hookcage-ready\n"
@@ -25,12 +26,18 @@ END_PREFIX = b"hookcage-end "
 # --------------------------------------------------------------------------
 
 BOOTSTRAP = r"""
-unset _hc_idle _hc_l _hc_n _hc_v _hc_i _hc_e _hc_k _hc_x _hc_mp _hc_ok
+unset _hc_idle _hc_l _hc_n _hc_v _hc_i _hc_e _hc_k _hc_x _hc_mp _hc_ok _hc_out
 unset _hc_nonce _hc_nenv _hc_nin _hc_d _hc_c _hc_rc _hc_oom _hc_f _hc_o _hc_ov
+unset """ + RELAY_VARIABLES + r"""
 _hc_o=${OLDPWD+set}
 _hc_ov=${OLDPWD-}
 _hc_idle=$1
-shift
+_hc_out=$2
+shift 2
+""" + RELAY_FUNCTION + r"""
+if [ "$_hc_out" = relay ]; then
+    _hc_relay_start
+fi
 printf 'hookcage-ready\n'
 if command -v timeout >/dev/null 2>&1; then
     _hc_l=$(timeout "$_hc_idle" /bin/sh -c 'IFS= read -r l && printf %s "$l"')
@@ -86,15 +93,22 @@ done
 cd -P -- "$_hc_d" 2>/dev/null || exit 0
 if [ -n "$_hc_o" ]; then OLDPWD=$_hc_ov; else unset OLDPWD; fi
 unset SHLVL
+_hc_job() {
+    if [ "$_hc_nin" = - ]; then
+        env -- "$@" /bin/sh -c "$_hc_c"
+    elif [ "$_hc_nin" = 0 ]; then
+        : | env -- "$@" /bin/sh -c "$_hc_c"
+    else
+        (exec 3<&0; head -c "$_hc_nin" <&3 3<&- &) | env -- "$@" /bin/sh -c "$_hc_c"
+    fi
+}
 printf 'hookcage-job %s\n' "$_hc_nonce"
-if [ "$_hc_nin" = - ]; then
-    env -- "$@" /bin/sh -c "$_hc_c"
-elif [ "$_hc_nin" = 0 ]; then
-    : | env -- "$@" /bin/sh -c "$_hc_c"
+if [ "$_hc_out" = relay ]; then
+    _hc_relay "$@"
 else
-    (exec 3<&0; head -c "$_hc_nin" <&3 3<&- &) | env -- "$@" /bin/sh -c "$_hc_c"
+    _hc_job "$@"
+    _hc_rc=$?
 fi
-_hc_rc=$?
 if [ "$PPID" = 1 ] && read -r _hc_x </proc/1/comm && { [ "$_hc_x" = docker-init ] || [ "$_hc_x" = podman-init ]; }; then
     kill -9 -1 2>/dev/null
 fi
@@ -111,8 +125,10 @@ printf 'hookcage-end %s %s %s\n' "$_hc_nonce" "$_hc_rc" "$_hc_oom"
 printf 'hookcage-end %s %s %s\n' "$_hc_nonce" "$_hc_rc" "$_hc_oom" >&2
 exit "$_hc_rc"
 """
-"""The pooled container's program; its arguments are the idle timeout and, per
-overlay, its mount point as mountinfo shows it (escaped) and as a path.
+"""The pooled container's program; its arguments are the idle timeout, ``relay`` or
+``direct`` (how the hook's output leaves the container: through the sandbox's own
+pipes under gVisor, :mod:`executor.sandbox.relay`) and, per overlay, its mount
+point as mountinfo shows it (escaped) and as a path.
 
 Before the job it checks each overlay is still mounted: the path is looked up
 first, then ``/proc/self/mountinfo`` must list the mount point. The lookup is
@@ -162,17 +178,19 @@ when pid 1 is ``docker-init`` (Podman's: ``podman-init``) and the bootstrap's pa
 container's own pid namespace. Never run this script anywhere else."""
 
 
-def bootstrap_command(idle_timeout: float, mount_points: Sequence[str] = ()) -> list[str]:
+def bootstrap_command(idle_timeout: float, mount_points: Sequence[str] = (), *, relay: bool = False) -> list[str]:
     """The pooled container's command: ``/bin/sh -c BOOTSTRAP`` and its arguments.
 
     Args:
         idle_timeout: seconds after which the container exits if no job came.
         mount_points: the paths where the engine mounts the overlays (each
             is passed escaped as ``/proc/self/mountinfo`` shows it, then as is).
+        relay: run the hook with its stdout and stderr relayed through the
+            sandbox's own pipes (under gVisor: :mod:`executor.sandbox.relay`).
     """
     seconds = max(1, math.ceil(idle_timeout))
     pairs = [arg for point in mount_points for arg in (mountinfo_escape(point), point)]
-    return ["/bin/sh", "-c", BOOTSTRAP, "hookcage-pool", str(seconds), *pairs]
+    return ["/bin/sh", "-c", BOOTSTRAP, "hookcage-pool", str(seconds), "relay" if relay else "direct", *pairs]
 
 
 def mountinfo_escape(path: str) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
 import pytest
-from support import POOL_OWNERS, TEST_SESSION_ENV
+from support import POOL_OWNERS, TEST_SESSION_ENV, use_hook_runtime
 
 from executor.errors import HookcageError, SandboxError
 from executor.sandbox.docker import DEFAULT_IMAGE, MANAGED_LABEL, default_client, reap
@@ -137,6 +137,19 @@ def runner_image(docker_api: Any) -> str:
                 _unavailable(f"{DEFAULT_IMAGE} is missing and could not be built: {exc}")
             print(f"warning: testing on an out-of-date {DEFAULT_IMAGE} (rebuild failed: {exc})")
     return DEFAULT_IMAGE
+
+
+HOOK_RUNTIMES = ["runc", "runsc"]
+"""The runtimes every gate and containment suite runs under: the host's kernel, and gVisor's (the default
+where it is installed: ``runtime = auto``)."""
+
+
+@pytest.fixture(params=HOOK_RUNTIMES)
+def hook_runtime(request: pytest.FixtureRequest, docker_api: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs the test's hooks under this runtime (``HOOKCAGE_RUNTIME``, as a user sets it; the CLI and
+    in-process executors the test starts read it). A runtime the engine lacks: a failure on CI (it
+    installs and registers runsc), a skip elsewhere."""
+    return use_hook_runtime(str(request.param), docker_api, monkeypatch)
 
 
 @pytest.fixture(autouse=True)

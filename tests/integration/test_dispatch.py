@@ -1,9 +1,10 @@
 """The protocol end to end through real sandboxes, and the docker CLI commands.
 
 The same cases run through the ``host`` backend and the ``docker`` backend
-(parametrised): a hook answers the same way wherever it runs. Then the
-"Config and launch" cases of SECURITY-CASES.md, proven against the engine's
-own event stream (no container was created), and the CLI's docker commands.
+under runc and under gVisor (parametrised): a hook answers the same way
+wherever it runs. Then the "Config and launch" cases of SECURITY-CASES.md,
+under both runtimes (``hook_runtime``), proven against the engine's own
+event stream (no container was created), and the CLI's docker commands.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import OnlyThese, agent_session, allow, commands_in, containers_created
+from support import (
+    OnlyThese,
+    agent_session,
+    allow,
+    commands_in,
+    containers_created,
+    use_hook_runtime,
+)
 
 from executor.core.events import get_event
 from executor.dialects import DEFAULT_DIALECT
@@ -76,16 +84,19 @@ class Setup:
         return answer.exit_code, out, answer.stderr
 
 
-BACKENDS = ["host", "docker"]
+BACKENDS = ["host", "docker-runc", "docker-runsc"]
+"""The docker backend under both runtimes: the host's kernel and gVisor's (the default where it is installed)."""
 
 
 @pytest.fixture(params=BACKENDS)
-def setup(request: pytest.FixtureRequest, tmp_path: Path, workspace: Path) -> Setup:
-    if request.param == "host" and shutil.which("jq") is None:
+def setup(request: pytest.FixtureRequest, tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Setup:
+    backend, _, runtime = str(request.param).partition("-")
+    if backend == "host" and shutil.which("jq") is None:
         pytest.skip("jq is not installed on the host")
-    if request.param == "docker":
+    if backend == "docker":
+        use_hook_runtime(runtime, request.getfixturevalue("docker_api"), monkeypatch)
         request.getfixturevalue("runner_image")
-    return Setup(tmp_path, workspace, request.param)
+    return Setup(tmp_path, workspace, backend)
 
 
 BASH = {"tool_name": "Bash", "tool_input": {"command": "rm -rf /"}}
@@ -178,7 +189,7 @@ def test_parallel_hooks_fold(setup: Setup) -> None:
 
 
 @pytest.fixture
-def docker_setup(tmp_path: Path, workspace: Path, runner_image: str) -> Setup:
+def docker_setup(tmp_path: Path, workspace: Path, runner_image: str, hook_runtime: str) -> Setup:
     return Setup(tmp_path, workspace, "docker")
 
 

@@ -44,6 +44,7 @@ from executor.sandbox.docker import (
     engine_info,
     reap,
 )
+from executor.sandbox.docker.profile import relays_output
 from executor.sandbox.pool import PooledDockerSandbox
 
 pytestmark = pytest.mark.docker
@@ -468,6 +469,87 @@ def test_14_endless_output_is_capped_and_memory_stays_bounded(
     assert rss_growth < 200 * MiB
 
 
+# A flood of output under both runtimes (issue 21): gVisor hands a program a short count when the
+# container's pipe to the engine is full (64 KiB per write), where Linux blocks until all is written;
+# CPython's unbuffered stdout (-u, or the runner image's PYTHONUNBUFFERED=1) and any single write(2)
+# then lost the rest without a word: 10 MB came back as 64 KiB, "truncated: false". Every case below
+# must come back as runc gives it: the first MiB kept, truncated past it, whatever wrote it.
+PY_WRITE = "python3 -u -c 'import os, sys; {}'"
+FLOODS = {
+    # name: (command, stdout, stderr, stdout truncated, stderr truncated)
+    "stdout-10MB-one-write": (PY_WRITE.format('sys.stdout.write("x" * 10_000_000)'),
+                              b"x" * MiB, b"", True, False),
+    "stderr-10MB-one-write": (PY_WRITE.format('sys.stderr.write("e" * 10_000_000)'),
+                              b"", b"e" * MiB, False, True),
+    "both-10MB-raw-write": (PY_WRITE.format('os.write(1, b"x" * 10_000_000); os.write(2, b"e" * 10_000_000)'),
+                            b"x" * MiB, b"e" * MiB, True, True),
+    "yes-10MB": ("yes | head -c 10000000", b"y\n" * (MiB // 2), b"", True, False),
+    "flood-then-json-line": (PY_WRITE.format('print("x" * 10_000_000)') + '; echo \'{"decision": "block"}\'',
+                             b"x" * MiB, b"", True, False),
+    "json-flood": ("printf '{\"a\":\"'; head -c 10M /dev/zero | tr '\\0' x; printf '\"}'",
+                   b'{"a":"' + b"x" * (MiB - 6), b"", True, False),
+    "json-flood-one-write": (PY_WRITE.format('sys.stdout.write("{\\"a\\":\\"" + "x" * 10_000_000 + "\\"}")'),
+                             b'{"a":"' + b"x" * (MiB - 6), b"", True, False),
+    "exactly-the-cap": (PY_WRITE.format(f'sys.stdout.write("x" * {MiB}); sys.stderr.write("e" * {MiB})'),
+                        b"x" * MiB, b"e" * MiB, False, False),
+    "cap-plus-one": (PY_WRITE.format(f'sys.stdout.write("x" * {MiB + 1}); sys.stderr.write("e" * {MiB + 1})'),
+                     b"x" * MiB, b"e" * MiB, True, True),
+}
+
+
+@pytest.mark.parametrize("case", list(FLOODS))
+def test_14b_a_flood_is_kept_to_the_cap_and_said_truncated_under_every_runtime(
+    sandbox: DockerSandbox, workspace: Path, case: str
+) -> None:
+    command, stdout, stderr, out_cut, err_cut = FLOODS[case]
+    result = run(sandbox, workspace, command, timeout=60, output_cap=MiB)
+    assert (result.exit_code, result.timed_out, result.oom_killed) == (0, False, False)
+    assert (len(result.stdout), len(result.stderr)) == (len(stdout), len(stderr))
+    assert (result.stdout, result.stderr) == (stdout, stderr)
+    assert (result.stdout_truncated, result.stderr_truncated) == (out_cut, err_cut)
+
+
+def test_14c_the_answer_to_a_flood_is_runcs(sandbox: DockerSandbox, workspace: Path) -> None:
+    # A JSON document cut at the cap: the verdict runc gives (not valid JSON, an error), never a
+    # verdict read from 64 KiB that happened to arrive.
+    from executor.core.events import get_event
+    from executor.core.protocol import parse_outcome
+
+    command = FLOODS["json-flood-one-write"][0]
+    result = run(sandbox, workspace, command, timeout=60, output_cap=MiB)
+    outcome = parse_outcome(get_event("PreToolUse"), "flood", result.exit_code, result.stdout, result.stderr)
+    assert result.truncated and outcome.status == "error"
+    assert outcome.error is not None and "not valid JSON" in outcome.error
+
+
+def test_14d_a_background_child_holding_stdout_after_a_flood_does_not_hold_the_run(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    # The relay under gVisor waits for its copies of the hook's pipes: a leftover that keeps them
+    # open is killed when the hook exits, as a direct run's end takes it, and what the hook wrote
+    # before it exited all comes out.
+    result = run(sandbox, workspace, "(sleep 9999 &); " + PY_WRITE.format('sys.stdout.write("x" * 300_000)'),
+                 timeout=30)
+    assert (result.exit_code, result.timed_out) == (0, False)
+    assert result.stdout == b"x" * 300_000 and not result.truncated
+
+
+def test_14e_a_hook_that_kills_what_carries_its_output_never_gets_a_clean_whole_run(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    # The hook's parent is the pool's bootstrap (warm), the relay's shell (cold under gVisor) or init
+    # (cold under runc: the kill fails). Killing it ends the container with output in flight: that
+    # run is an error (137) and, warm, its streams are marked truncated (no end marker came); never a
+    # clean exit with whatever happened to arrive.
+    result = run(sandbox, workspace, "echo before; kill -9 $PPID; sleep 1; echo after", timeout=30)
+    if result.exit_code == 0:
+        assert result.stdout == b"before\nafter\n" and not result.truncated
+    else:
+        assert result.exit_code == 137 and not result.timed_out
+        if isinstance(sandbox, PooledDockerSandbox):
+            assert result.stdout_truncated and result.stderr_truncated
+
+
 def test_15_escape_sequences_and_invalid_utf8_come_back_byte_exact(
     sandbox: DockerSandbox, workspace: Path
 ) -> None:
@@ -653,11 +735,15 @@ def test_22_only_the_containers_processes_are_visible(
     assert result.exit_code == 0
     processes = {tuple(line.split(None, 1)) for line in lines(result.stdout)}
     assert ("1", "docker-init") in processes
-    # The hook's sh and ps; the self-ending watch (a sh and its sleep: docker.self_ending).
-    assert {comm for _, comm in processes} <= {"docker-init", "sh", "ps", "sleep"}
+    # The hook's sh and ps; the self-ending watch (a sh and its sleep: docker.self_ending); under
+    # gVisor the relay of the hook's output (executor.sandbox.relay: a waiting sh and two cat).
+    relay = relays_output(sandbox.profile)
+    assert {comm for _, comm in processes} <= {"docker-init", "sh", "ps", "sleep", *(["cat"] if relay else [])}
     assert sum(comm == "sleep" for _, comm in processes) == 1
-    # Warm: the pool's bootstrap (an sh) waits for the hook, nothing else.
-    assert len(processes) <= (6 if isinstance(sandbox, PooledDockerSandbox) else 5)
+    assert sum(comm == "cat" for _, comm in processes) == (2 if relay else 0)
+    # Warm: the pool's bootstrap (an sh) waits for the hook, nothing else (it is the relay's sh).
+    expected = 6 if isinstance(sandbox, PooledDockerSandbox) else 5
+    assert len(processes) <= expected + (2 if relay else 0) + (1 if relay and expected == 5 else 0)
 
 
 @pytest.mark.parametrize(

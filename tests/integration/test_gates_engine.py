@@ -1,7 +1,10 @@
-"""The gates against the real engine and through the real CLI.
+"""The gates against the real engine and through the real CLI, under runc and under gVisor.
 
 Refused hooks are proven never launched by the engine's own event log; the
-trust review is driven through a pseudo-terminal as a person would.
+trust review is driven through a pseudo-terminal as a person would. Every
+test runs twice (the ``hook_runtime`` fixture: ``HOOKCAGE_RUNTIME=runc`` and
+``runsc``, as a user sets it): the gates must hold, and a hook's answer be
+the same, whichever kernel the hooks get.
 """
 
 from __future__ import annotations
@@ -55,7 +58,16 @@ GUARD = "sh $CLAUDE_PROJECT_DIR/.hookcage/guard.sh"
 
 
 @pytest.fixture
-def project(tmp_path: Path, workspace: Path, runner_image: str) -> Project:
+def project(tmp_path: Path, workspace: Path, runner_image: str, hook_runtime: str) -> Project:
+    # hook_runtime first: the user's environment (HOOKCAGE_RUNTIME) is copied into the Project's.
+    if HOOKCAGE is None:
+        pytest.fail("the hookcage console script is not installed")
+    return Project(tmp_path, workspace)
+
+
+@pytest.fixture
+def default_project(tmp_path: Path, workspace: Path, runner_image: str) -> Project:
+    """A project under the runtime the user's settings give (``auto``: gVisor where the engine has it)."""
     if HOOKCAGE is None:
         pytest.fail("the hookcage console script is not installed")
     return Project(tmp_path, workspace)
@@ -90,7 +102,9 @@ ATTACKS = [
 
 
 @pytest.mark.parametrize("command", ATTACKS)
-def test_off_list_attacks_never_reach_the_engine(project: Project, docker_api: Any, command: str) -> None:
+def test_off_list_attacks_never_reach_the_engine(default_project: Project, docker_api: Any, command: str) -> None:
+    # One event per attack, under the default runtime; both runtimes: the next test (all in one file).
+    project = default_project
     (project.home / "config.toml").write_text('[allowlist]\nallow = ["ls", "echo *", "npm test", "git status"]\n')
     (project.home / "hooks.json").write_text(json.dumps(
         {"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": command}]}]}}))
@@ -99,6 +113,21 @@ def test_off_list_attacks_never_reach_the_engine(project: Project, docker_api: A
     assert proc.returncode == 0
     assert "not run" in json.loads(proc.stdout)["systemMessage"]
     assert containers_created(docker_api, project.session, since) == 0
+
+
+def test_every_off_list_attack_at_once_reaches_no_engine(project: Project, docker_api: Any) -> None:
+    # Under runc and gVisor: the allow-list is decided before any runtime matters; one event carries
+    # every attack (an off-list hook is never launched, whatever the kernel hooks would get).
+    (project.home / "config.toml").write_text('[allowlist]\nallow = ["ls", "echo *", "npm test", "git status"]\n')
+    (project.home / "hooks.json").write_text(json.dumps(
+        {"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": c} for c in ATTACKS]}]}}))
+    since = time.time()
+    proc = project.dispatch()
+    assert proc.returncode == 0
+    assert "not run" in json.loads(proc.stdout)["systemMessage"]
+    assert containers_created(docker_api, project.session, since) == 0
+    log = [json.loads(line) for line in (project.home / "runs.jsonl").read_text().splitlines()]
+    assert len(log) == len(ATTACKS) and {r["outcome"] for r in log} == {"skipped"}
 
 
 def test_edited_script_is_untrusted_until_reviewed_again(project: Project) -> None:
@@ -227,3 +256,36 @@ def test_capability_escape_through_the_agent_is_dropped(project: Project) -> Non
     assert "dropped" in out["systemMessage"]
     log = [json.loads(line) for line in (project.home / "runs.jsonl").read_text().splitlines()]
     assert log[-1]["dropped_capabilities"] == ["approve", "rewrite_input"]
+
+
+# A flood of output (issue 21): under gVisor a 10 MB single write reached hookcage as its first
+# 64 KiB and a clean end, recorded "truncated: false" and answered from those 64 KiB. The answer and
+# the run log must be runc's: the first MiB kept, "truncated": true, the verdict read from that MiB.
+ONE_WRITE = "python3 -u -c 'import sys; sys.stdout.write({})'\n"
+FLOODS = {
+    # name: (guard.sh, the answer (runc's), the run log's status)
+    "plain-text": (ONE_WRITE.format('"x" * 10_000_000'), {}, "ok"),
+    # 64 KiB of blanks then a deny used to be read as the deny: past the cap it is not the answer.
+    "blanks-then-a-deny": (ONE_WRITE.format('" " * 10_000_000') + "echo '" + json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                "permissionDecisionReason": "flooded"}}) + "'\n", {}, "ok"),
+    "cut-json": (ONE_WRITE.format('"{\\"a\\": \\"" + "x" * 10_000_000 + "\\"}"'), None, "error"),
+}
+
+
+@pytest.mark.parametrize("case", list(FLOODS))
+def test_a_flood_is_logged_truncated_and_answered_as_under_runc(project: Project, case: str) -> None:
+    script, answer, status = FLOODS[case]
+    project.write_script(script)
+    project.hooks(GUARD)
+    allow(project.home, [GUARD])
+    assert project.run("trust", "--all", "--yes").returncode == 0
+    proc = project.dispatch()
+    assert proc.returncode == 0
+    log = json.loads((project.home / "runs.jsonl").read_text().splitlines()[-1])
+    assert (log["status"], log["exit_code"], log["truncated"]) == (status, 0, True)
+    if answer is None:  # a JSON document cut at the cap: not valid JSON, whatever the runtime
+        assert log["error"].startswith("stdout starts with '{' but is not valid JSON")
+        assert "not valid JSON" in json.loads(proc.stdout)["systemMessage"]
+    else:
+        assert json.loads(proc.stdout) == answer

@@ -234,6 +234,37 @@ def test_pump_caps_each_stream_while_streaming(pair: tuple[socket.socket, socket
     assert err.getvalue() == b"tail"
 
 
+@pytest.mark.parametrize(
+    "tail",
+    [
+        frame(STDOUT, b"0123456789")[:-4],  # a payload announced and cut short
+        frame(STDERR, b"late")[:5],  # a header cut short
+    ],
+    ids=["payload", "header"],
+)
+def test_a_stream_that_ends_inside_a_frame_is_never_a_whole_output(
+    pair: tuple[socket.socket, socket.socket], tail: bytes
+) -> None:
+    # The engine (or anything between) closes the connection in the middle of a frame: the rest of
+    # the hook's output never came. Both buffers say so (truncated), as the run log then does.
+    ours, theirs = pair
+    engine = FakeEngine(theirs, frame(STDOUT, b"whole\n") + tail, read_stdin=False)
+    engine.start()
+    out, err = CappedBuffer(1000), CappedBuffer(1000)
+    assert pump(ours, b"", time.monotonic() + 5, out, err) is True
+    assert out.getvalue().startswith(b"whole\n")
+    assert out.truncated and err.truncated
+
+
+def test_a_stream_that_ends_between_frames_is_whole(pair: tuple[socket.socket, socket.socket]) -> None:
+    ours, theirs = pair
+    engine = FakeEngine(theirs, frame(STDOUT, b"whole\n") + frame(STDERR, b""), read_stdin=False)
+    engine.start()
+    out, err = CappedBuffer(1000), CappedBuffer(1000)
+    assert pump(ours, b"", time.monotonic() + 5, out, err) is True
+    assert (out.getvalue(), out.truncated, err.truncated) == (b"whole\n", False, False)
+
+
 # --------------------------------------------------------------------------
 # Error mapping
 # --------------------------------------------------------------------------

@@ -140,12 +140,13 @@ def test_a_negative_stdin_length_is_refused() -> None:
         encode_job(NONCE, "/", "true", {}, -1)
 
 
-def test_bootstrap_command_passes_only_the_idle_timeout_and_mount_points() -> None:
+def test_bootstrap_command_passes_only_the_idle_timeout_the_output_mode_and_mount_points() -> None:
     argv = bootstrap_command(2.2, ["/w/a b", "/w/c"])
     assert argv[:3] == ["/bin/sh", "-c", BOOTSTRAP]
     # each mount point as mountinfo shows it (to find it there) and as a path (to look it up first)
-    assert argv[3:] == ["hookcage-pool", "3", "/w/a\\040b", "/w/a b", "/w/c", "/w/c"]
-    assert bootstrap_command(0.1)[3:] == ["hookcage-pool", "1"]
+    assert argv[3:] == ["hookcage-pool", "3", "direct", "/w/a\\040b", "/w/a b", "/w/c", "/w/c"]
+    assert bootstrap_command(0.1)[3:] == ["hookcage-pool", "1", "direct"]
+    assert bootstrap_command(0.1, relay=True)[3:] == ["hookcage-pool", "1", "relay"]  # under gVisor
 
 
 @pytest.mark.parametrize("shell", [["dash", "-n"], ["bash", "--posix", "-n"], ["busybox", "sh", "-n"]])
@@ -161,7 +162,7 @@ def test_bootstrap_never_exports_and_unsets_what_it_uses() -> None:
     assert "export" not in BOOTSTRAP and "set -a" not in BOOTSTRAP
     names = set()
     for word in BOOTSTRAP.replace("$", " ").replace("{", " ").replace("=", " ").split():
-        if word.startswith("_hc_") and word.isidentifier() and word != "_hc_field":
+        if word.startswith("_hc_") and word.isidentifier() and word not in ("_hc_field", "_hc_job", "_hc_relay", "_hc_relay_start"):
             names.add(word)
     unset = {w for line in BOOTSTRAP.splitlines() if line.startswith("unset ") for w in line.split()[1:]}
     assert names <= unset
@@ -357,6 +358,19 @@ def test_pump_returns_on_both_markers_without_waiting_for_the_stream_to_end(
     theirs.setblocking(False)
     with pytest.raises(BlockingIOError):
         theirs.recv(1)
+
+
+def test_pump_a_stream_cut_inside_a_frame_marks_the_output_cut(pair: tuple[socket.socket, socket.socket]) -> None:
+    # The connection ends in the middle of a frame: the rest of the hook's output is lost.
+    ours, theirs = pair
+    job = encode_job(NONCE, "/", "x", {})
+    reply = frame(STDOUT, ACK + b"kept") + frame(STDOUT, b"0123456789")[:-3]
+    FakeEngine(theirs, reply, stdin_length=len(job)).start()
+    reader, out, err = JobReader(NONCE), CappedBuffer(1 << 20), CappedBuffer(1 << 20)
+    end = pump_job(ours, job, time.monotonic() + 5, reader, out, err)
+    assert end == "eof" and not reader.done
+    assert out.getvalue().startswith(b"kept")
+    assert out.truncated and err.truncated
 
 
 def test_pump_forged_markers_do_not_end_the_run(pair: tuple[socket.socket, socket.socket]) -> None:

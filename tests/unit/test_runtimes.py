@@ -111,14 +111,15 @@ def test_under_gvisor_the_hooks_process_limit_is_rlimit_nproc(tmp_path: Path) ->
     from executor.sandbox.base import RunRequest, SandboxOptions
     from executor.sandbox.conventions import SELF_END_PIDS
     from executor.sandbox.docker.profile import DockerProfile, container_args
+    from executor.sandbox.relay import RELAY_PIDS
 
     request = RunRequest(command="true", project_dir=str(tmp_path), cwd=str(tmp_path),
                          options=SandboxOptions(pids=64))
     _, host = container_args(DockerProfile(runtime="runsc"), request, name="hookcage-x", now=1.0)
-    tasks = 64 + SELF_END_PIDS
+    tasks = 64 + SELF_END_PIDS + RELAY_PIDS  # the relay of the hook's output runs beside it under gVisor
     assert {"name": "nproc", "soft": tasks, "hard": tasks} in host["ulimits"]
     # The engine's limit counts gVisor's own host threads (~17 per hook process measured): a backstop.
     assert host["pids_limit"] == tasks * 24 + 1024
     assert host["runtime"] == "runsc"
     _, runc = container_args(DockerProfile(runtime="runc"), request, name="hookcage-x", now=1.0)
-    assert runc["pids_limit"] == tasks and all(u["name"] != "nproc" for u in runc["ulimits"])
+    assert runc["pids_limit"] == 64 + SELF_END_PIDS and all(u["name"] != "nproc" for u in runc["ulimits"])

@@ -126,6 +126,10 @@ class CappedBuffer:
         """The bytes kept."""
         return bytes(self._data)
 
+    def cut(self) -> None:
+        """Bytes of this stream were lost on the way (the stream ended mid-frame): never a complete output."""
+        self.truncated = True
+
 
 def raw_socket(attached: Any) -> socket.socket:
     """The socket under what ``attach_socket`` returned (a TLS one for a TLS engine)."""
@@ -161,7 +165,9 @@ def buffered(sock: socket.socket) -> bool:
     return isinstance(sock, ssl.SSLSocket) and sock.pending() > 0
 
 
-PumpEnd = Literal["eof", "deadline", "stopped"]
+PumpEnd = Literal["eof", "cut", "deadline", "stopped"]
+"""How reading ended: ``eof`` (the stream ended between two frames), ``cut`` (it ended inside a frame:
+its rest is lost), ``deadline``, ``stopped`` (the reader had what it needed)."""
 
 
 def pump_frames(
@@ -185,7 +191,9 @@ def pump_frames(
             stdin, and a half-close under TLS may not reach the engine).
 
     Returns:
-        ``"eof"`` (the stream ended), ``"deadline"`` or ``"stopped"`` (``take`` said so).
+        ``"eof"`` (the stream ended), ``"cut"`` (it ended inside a frame: a header
+        or payload announced and not delivered), ``"deadline"`` or ``"stopped"``
+        (``take`` said so).
 
     Raises:
         FrameError: the stream is not in the multiplexed format.
@@ -225,15 +233,20 @@ def pump_frames(
                 except _WOULD_BLOCK:
                     continue
                 except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
-                    return "eof"
+                    return _ended(state)
                 if not chunk:
-                    return "eof"
+                    return _ended(state)
                 state, pieces = demux_frames(state, chunk)
                 stop = False
                 for stream, piece in pieces:
                     stop = take(stream, piece) or stop
                 if stop:
                     return "stopped"
+
+
+def _ended(state: FrameState) -> PumpEnd:
+    """``eof``, or ``cut`` when the stream ended inside a frame (part of the output never came)."""
+    return "cut" if state.header or state.remaining else "eof"
 
 
 def pump(
@@ -250,7 +263,9 @@ def pump(
         stderr: where stderr (and engine error) payloads go.
 
     Returns:
-        True when the stream ended, False when the deadline came first.
+        True when the stream ended, False when the deadline came first. A
+        stream that ended inside a frame marks both buffers cut (truncated):
+        the output is not whole, and is never reported as if it were.
 
     Raises:
         FrameError: the stream is not in the multiplexed format.
@@ -262,7 +277,11 @@ def pump(
         sinks[stream].add(piece)
         return False
 
-    return pump_frames(sock, stdin, deadline, take, end_input=end_input) == "eof"
+    end = pump_frames(sock, stdin, deadline, take, end_input=end_input)
+    if end == "cut":
+        stdout.cut()
+        stderr.cut()
+    return end in ("eof", "cut")
 
 
 def close_attached(attached: Any) -> None:

@@ -28,6 +28,7 @@ from executor.sandbox.conventions import (
 )
 from executor.sandbox.engines import DOCKER_TRAITS, EngineTraits, extra_ulimits, userns_mode
 from executor.sandbox.paths import IDENTITY, PathMap, engine_path
+from executor.sandbox.relay import RELAY_PIDS, relayed_script
 from executor.sandbox.runtimes import GVISOR, gvisor_task_limits, isolation
 
 logger = logging.getLogger(__name__)
@@ -293,11 +294,17 @@ def _environment(request: RunRequest) -> dict[str, str]:
 
 
 def _script(profile: DockerProfile, request: RunRequest) -> str:
-    script = self_ending(request.command, request.timeout)
+    script = self_ending(request.command, request.timeout, relay=relays_output(profile))
     return counted_stdin(script, len(request.stdin)) if profile.counted_stdin else script
 
 
-def self_ending(command: str, timeout: float) -> str:
+def relays_output(profile: DockerProfile) -> bool:
+    """Whether the hook's stdout and stderr go through the sandbox's own pipes (under gVisor:
+    :mod:`executor.sandbox.relay`)."""
+    return bool(profile.runtime) and isolation(str(profile.runtime)) == GVISOR
+
+
+def self_ending(command: str, timeout: float, *, relay: bool = False) -> str:
     """``command`` as a shell script that ends its own container ``SELF_END_GRACE`` s past ``timeout``.
 
     The hookcage process that started a run kills its container at the
@@ -313,13 +320,22 @@ def self_ending(command: str, timeout: float) -> str:
     as ``/bin/sh -c COMMAND``, so the hook sees what it always saw: the same
     pid, ``$0``, environment (``SHLVL`` unset, as a warm run has it) and
     working directory. An image without ``sleep`` just lacks the watch.
+
+    With ``relay`` (under gVisor) the hook runs as the shell's child instead,
+    its stdout and stderr copied out through the sandbox's own pipes
+    (:mod:`executor.sandbox.relay`): gVisor cuts a large write to the
+    container's own pipes short, and a program that does not write the rest
+    loses it silently.
     """
     seconds = math.ceil(timeout) + SELF_END_GRACE
     quoted = "'" + command.replace("'", "'\"'\"'") + "'"
-    return (
+    watch = (
         f"( (sleep {seconds} && read -r _hc_p </proc/1/comm && {{ [ \"$_hc_p\" = docker-init ] || [ \"$_hc_p\" = podman-init ]; }} && kill -9 -1)"
-        f" </dev/null >/dev/null 2>&1 & ); unset SHLVL _hc_p; exec /bin/sh -c {quoted}"
+        f" </dev/null >/dev/null 2>&1 & ); unset SHLVL _hc_p; "
     )
+    if relay:
+        return watch + relayed_script(f"/bin/sh -c {quoted}")
+    return watch + f"exec /bin/sh -c {quoted}"
 
 
 COUNTED_STDIN_PIDS = 3
@@ -424,7 +440,8 @@ def container_args(
         host["runtime"] = profile.runtime
         if isolation(profile.runtime) == GVISOR:
             # The engine's pids limit counts gVisor's own host threads: the hook's limit is RLIMIT_NPROC there.
-            tasks = pids + SELF_END_PIDS + (COUNTED_STDIN_PIDS if profile.counted_stdin else 0)
+            # The relay of the hook's output (relays_output) runs beside it: its processes on top.
+            tasks = pids + SELF_END_PIDS + RELAY_PIDS + (COUNTED_STDIN_PIDS if profile.counted_stdin else 0)
             host["pids_limit"], nproc = gvisor_task_limits(tasks)
             host["ulimits"] = [*host["ulimits"], {"name": "nproc", "soft": nproc, "hard": nproc}]  # type: ignore[misc]
     if userns := userns_mode(profile.engine):
