@@ -401,7 +401,7 @@ def parse_handler(
     if "timeout" not in raw:
         timeout = shape.default_timeout
     elif (isinstance(timeout, bool) or not isinstance(timeout, int | float)
-          or not 0 < timeout * shape.timeout_scale <= MAX_TIMEOUT):
+          or not 0 < timeout <= MAX_TIMEOUT / shape.timeout_scale):  # no product: 10**400 is no float
         unit = "milliseconds" if shape.timeout_scale == 0.001 else "seconds"
         err("timeout", f"must be a number of {unit} between 0 and {int(MAX_TIMEOUT / shape.timeout_scale)}")
         timeout = shape.default_timeout

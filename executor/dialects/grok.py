@@ -369,7 +369,7 @@ class GrokDialect(Dialect):
         entry = {**BUILTIN_HOOKS[name], **raw} if recipe and isinstance(name, str) else dict(raw)
         hook_type = entry.get("type")
         if not isinstance(hook_type, str) or hook_type not in LIFECYCLE:
-            if hook_type in HOOK_SYSTEM_TYPES:
+            if isinstance(hook_type, str) and hook_type in HOOK_SYSTEM_TYPES:
                 out.warn(f"{path}.type", f"{hook_type!r} is a HookSystem type: the agent's lifecycle loader "
                          "never fires it; skipped")
             elif isinstance(hook_type, str) and hook_type in ADVANCED_EVENTS:
