@@ -168,6 +168,9 @@ class Dialect:
     decision_events: frozenset[str] = CLAUDE_DECISION_EVENTS
     input_key: str = "updatedInput"
     unsupported: tuple[str, ...] = ()
+    json_comments: bool = False
+    """The agent's JSON files may hold ``//`` and ``/* */`` comments (it strips them before
+    parsing, as Gemini CLI does): hookcage reads them the same way (:mod:`executor.core.jsonc`)."""
     takeover: str = ""
     """Why ``hookcage install`` cannot take this agent over (one paragraph: what would still run
     outside hookcage, and what routing can still be added); empty for agents that override

@@ -290,10 +290,6 @@ def test_the_same_command_in_an_agents_file_is_another_hook() -> None:
 # -- decoding ----------------------------------------------------------------------------------
 
 
-def test_yaml_anchors_and_aliases_are_refused() -> None:
-    bomb = "a: &a [x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n"
-    with pytest.raises(ValueError, match="anchors and aliases are not allowed"):
-        decode(bomb.encode(), "yaml")
 
 
 @pytest.mark.parametrize(("raw", "form", "message"), [

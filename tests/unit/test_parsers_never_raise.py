@@ -217,11 +217,11 @@ json_text = st.recursive(
 
 @pytest.mark.parametrize("name", PARSERS)
 @FAST
-@given(text=json_text, bom=st.just(False))
+@given(text=json_text, bom=st.booleans())
 def test_any_json_text_reads_as_a_hook_file_or_one_decode_error(name: str, text: str, bom: bool) -> None:
     raw = ("\ufeff" if bom else "").encode() + text.encode()
     try:
-        data = decode(raw.removeprefix(b"\xef\xbb\xbf"), "json")
+        data = decode(raw, "json", comments=name == "gemini")
     except ValueError as exc:
         assert "\n" not in str(exc)
         return
