@@ -305,27 +305,58 @@ def _broken(source: str, scope: Scope, message: str, agent: str = "") -> HookFil
     return HookFile(source, scope, problems=(Problem(source, "$", message, agent=agent),), agent=agent)
 
 
+def _expand(source: HookSource) -> tuple[list[str], list[str]]:
+    """A glob source's files, sorted: those read (the first :data:`MAX_GLOB_FILES`) and those not."""
+    matches = sorted(globlib.glob(globlib.escape(os.path.dirname(source.path)) + "/"
+                                  + os.path.basename(source.path)))
+    return matches[:MAX_GLOB_FILES], matches[MAX_GLOB_FILES:]
+
+
+def _sources(dialect: Dialect, root: Path | None, environ: Mapping[str, str] | None) -> list[HookSource]:
+    return [
+        source for source in dialect.sources(where(root, environ))
+        if not (source.scope.from_repository and root is None)
+        # the agent reads only the first file it finds (infer)
+        and not (source.unless_exists and os.path.exists(source.unless_exists))
+    ]
+
+
 def agent_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str] | None = None
                 ) -> list[tuple[HookSource, Path]]:
     """The files of one agent that exist (globs expanded, sorted), in config order."""
     found: list[tuple[HookSource, Path]] = []
-    for source in dialect.sources(where(root, environ)):
-        if source.scope.from_repository and root is None:
-            continue
-        if source.unless_exists and os.path.exists(source.unless_exists):
-            continue  # the agent reads only the first file it finds (infer)
+    for source in _sources(dialect, root, environ):
         if not source.glob:
             found.append((source, Path(source.path)))
             continue
-        matches = sorted(globlib.glob(globlib.escape(os.path.dirname(source.path)) + "/"
-                                      + os.path.basename(source.path)))
-        found.extend((source, Path(m)) for m in matches[:MAX_GLOB_FILES])
+        found.extend((source, Path(m)) for m in _expand(source)[0])
     return found
 
 
-def load_hooks(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
-               environ: Mapping[str, str] | None = None) -> HookSet:
-    """Read hookcage's own hook files and those of ``agents``, and merge them."""
+def unread_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str] | None = None) -> list[HookFile]:
+    """The files of one agent past a bound (a glob's 65th file on): each named, with why it was not read.
+
+    Nothing hookcage skips disappears without a line: the agent may run these files itself.
+    """
+    out = []
+    for source in _sources(dialect, root, environ):
+        if not source.glob:
+            continue
+        unread = _expand(source)[1]
+        for name in unread:
+            out.append(_broken(
+                name, source.scope,
+                f"not read: {os.path.dirname(source.path)} holds {MAX_GLOB_FILES + len(unread)} "
+                f"{os.path.basename(source.path)} files and hookcage reads the first {MAX_GLOB_FILES} "
+                "(by name); none of this file's hooks run through hookcage or are reviewed",
+                dialect.name))
+    return out
+
+
+def hook_files(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
+               environ: Mapping[str, str] | None = None) -> list[HookFile]:
+    """hookcage's own hook files and those of ``agents``, read and parsed, in config order; files
+    past a bound are there as problems (:func:`unread_files`)."""
     files = [
         loaded
         for scope, path in scope_files(settings, root)
@@ -336,4 +367,11 @@ def load_hooks(settings: Settings, root: Path | None, agents: Sequence[Dialect] 
             loaded = load_hook_file(path, source.scope, root, dialect, source.format, environ)
             if loaded is not None:
                 files.append(loaded)
-    return merge(files)
+        files.extend(unread_files(dialect, root, environ))
+    return files
+
+
+def load_hooks(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
+               environ: Mapping[str, str] | None = None) -> HookSet:
+    """Read hookcage's own hook files and those of ``agents``, and merge them."""
+    return merge(hook_files(settings, root, agents, environ))

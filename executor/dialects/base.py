@@ -176,6 +176,13 @@ class Dialect:
     outside hookcage, and what routing can still be added); empty for agents that override
     :meth:`install`."""
 
+    @property
+    def runs_repository_hooks(self) -> bool:
+        """The agent runs a repository's hook files itself, on the host, whatever hookcage does
+        (it cannot be taken over: :attr:`takeover`). hookcage's review is then the user's only
+        view of them, so what hookcage cannot read there is named, never passed over."""
+        return bool(self.takeover)
+
     # -- files ---------------------------------------------------------------------------
 
     def sources(self, where: Where) -> list[HookSource]:
