@@ -135,7 +135,14 @@ def _load_yaml(text: str) -> Any:
     costs ~14 ms on every in-process dispatch."""
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            if not isinstance(event, yaml.AliasEvent) and getattr(event, "anchor", None) is not None:
+                self.anchors.pop(event.anchor, None)  # redefined: later aliases take the new one (yaml.v3)
+            return super().compose_node(parent, index)
+
+    loader = Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:

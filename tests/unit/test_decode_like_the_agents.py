@@ -190,6 +190,10 @@ def test_an_alias_inside_its_own_anchor_is_refused(loop: bytes) -> None:
         decode(loop, "yaml")
 
 
+def test_an_anchor_may_be_defined_again_as_in_go() -> None:
+    assert decode(b"a: &x 1\nb: *x\nc: &x [2, 3]\nd: *x\n", "yaml") == {"a": 1, "b": 1, "c": [2, 3], "d": [2, 3]}
+
+
 def test_aliased_values_are_copies() -> None:
     data = decode(b"a: &a {k: [1]}\nb: *a\n", "yaml")
     assert data["a"] == data["b"] and data["a"] is not data["b"] and data["a"]["k"] is not data["b"]["k"]
