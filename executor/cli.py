@@ -402,10 +402,14 @@ def _unseen(files: Sequence[Any]) -> list[tuple[Any, str]]:
 
     out = []
     for f in files:
-        dialect = DIALECTS.get(f.agent)
-        if f.scope.from_repository and f.errors and dialect is not None and dialect.runs_repository_hooks:
-            out.append((f, f"{dialect.title} runs this file's hooks itself, on the host, without hookcage; "
-                           "hookcage could not show all of it (the problems above)"))
+        if not (f.scope.from_repository and f.errors):
+            continue
+        runners = [d.title for d in DIALECTS.values() if d.runs_repository_hooks and (
+            d.name == f.agent or any(f.source.endswith("/" + name) for name in d.also_runs))]
+        if runners:
+            who = f"{runners[0]} runs" if len(runners) == 1 else f"{' and '.join(runners)} run"
+            out.append((f, f"{who} this file's hooks {'itself' if len(runners) == 1 else 'themselves'}, on the "
+                           "host, without hookcage; hookcage could not show all of it (the problems above)"))
     return out
 
 

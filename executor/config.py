@@ -341,11 +341,19 @@ def agent_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str] 
 
 
 def unread_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str] | None = None) -> list[HookFile]:
-    """The files of one agent past a bound (a glob's 65th file on): each named, with why it was not read.
-
-    Nothing hookcage skips disappears without a line: the agent may run these files itself.
+    """The files of one agent hookcage does not read: past a bound (a glob's 65th file on), or of a
+    shape hookcage does not know (:meth:`Dialect.unread_sources`, when it holds hooks). Each is named,
+    with why. Nothing hookcage skips disappears without a line: the agent may run these files itself.
     """
     out = []
+    for source, why in dialect.unread_sources(where(root, environ)):
+        raw, broken = _read(Path(source.path), source.scope, dialect.name)
+        try:
+            data = decode(raw, source.format) if raw is not None else None
+        except ValueError:
+            data = {"hooks": "?"}  # unreadable to hookcage: it may hold hooks all the same
+        if broken is not None or (isinstance(data, dict) and data.get("hooks")):
+            out.append(_broken(source.path, source.scope, f"not read: {why}", dialect.name))
     for source in _sources(dialect, root, environ):
         if not source.glob:
             continue

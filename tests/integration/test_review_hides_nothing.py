@@ -191,3 +191,23 @@ def test_github_hooks_files_past_the_bound_are_each_named(repo: Repo) -> None:
     assert f"holds {MAX_GLOB_FILES + 2} *.json files and hookcage reads the first {MAX_GLOB_FILES}" in proc.stdout
     checked = repo.run("validate")
     assert checked.returncode == 1 and checked.stdout.count("not read: ") == 2
+
+
+def test_claude_settings_that_cursor_and_copilot_run_are_named_for_them(repo: Repo) -> None:
+    # Cursor (third-party hooks) and Copilot CLI run .claude/settings.json themselves
+    path = repo.put(".claude/settings.json", '{"hooks": {"PreToolUse": []},}')
+    proc = repo.trust_all()
+    assert_no_traceback(proc)
+    assert proc.returncode == 1 and "nothing to review" not in proc.stdout
+    assert f"not reviewed: {path}: GitHub Copilot CLI and Cursor run this file's hooks themselves" in proc.stdout
+
+
+def test_copilots_inline_settings_hooks_are_named_as_not_read(repo: Repo) -> None:
+    path = repo.put(".github/copilot/settings.json", {"hooks": {"preToolUse": [{"bash": ATTACK}]}})
+    proc = repo.trust_all()
+    assert_no_traceback(proc)
+    assert proc.returncode == 1 and "nothing to review" not in proc.stdout
+    assert f"not reviewed: {path}: GitHub Copilot CLI runs this file's hooks itself" in proc.stdout
+    assert "hookcage does not read them" in proc.stdout
+    repo.put(".github/copilot/settings.json", {"model": "x"})  # no hooks: nothing to say
+    assert repo.trust_all().returncode == 0
