@@ -279,6 +279,12 @@ class GeminiDialect(Dialect):
         specs = []
         for hook in parsed.hooks:
             hook = replace(hook, matcher=_event_matcher(hook.event, hook.matcher))
+            if not hook.enabled and scope.from_repository:
+                # hookcage's own key, which Gemini does not read: Gemini runs the hook, so the review shows it
+                warn(f"{hook.json_path}.enabled", "Gemini CLI does not read \"enabled\" and runs this hook: "
+                     "hookcage reviews and gates it like any other (Gemini's switch is hooksConfig.disabled)",
+                     hook.event)
+                hook = replace(hook, enabled=True)
             if hook.enabled and ((hook.name or hook.command) in disabled):
                 hook = replace(hook, enabled=False)
             specs.append(hook)

@@ -211,3 +211,20 @@ def test_copilots_inline_settings_hooks_are_named_as_not_read(repo: Repo) -> Non
     assert "hookcage does not read them" in proc.stdout
     repo.put(".github/copilot/settings.json", {"model": "x"})  # no hooks: nothing to say
     assert repo.trust_all().returncode == 0
+
+
+def test_hookcages_own_enabled_key_does_not_hide_a_hook_gemini_runs(repo: Repo) -> None:
+    repo.put(".gemini/settings.json", {"hooks": {"BeforeTool": [{"matcher": "*", "hooks": [
+        {"type": "command", "command": ATTACK, "enabled": False}]}]}})
+    proc = repo.trust_all()
+    assert proc.returncode == 0 and f"command: {ATTACK}" in proc.stdout and "trusted 1 of 1" in proc.stdout
+
+
+def test_an_entry_hookcage_refuses_is_shown_with_what_the_agent_would_run(repo: Repo) -> None:
+    path = repo.put(".gemini/settings.json", {"hooks": {"BeforeTool": [{"matcher": "*", "hooks": [
+        {"type": "command", "command": ATTACK, "timeout": 10**400}]}]}})
+    proc = repo.trust_all()
+    assert_no_traceback(proc)
+    assert proc.returncode == 1 and "nothing to review" not in proc.stdout
+    assert f"not reviewed: {path}: Gemini CLI runs this file's hooks itself" in proc.stdout
+    assert f"    $.hooks.BeforeTool[0].hooks[0]: the agent would run: {ATTACK}" in proc.stdout
