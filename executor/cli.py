@@ -103,10 +103,11 @@ def dispatch(obj: Any, event: str | None, agent: str | None) -> None:
                "tool_input":{"command":"rm -rf /"}}' | hookcage dispatch PreToolUse
         hookcage dispatch --agent codebuddy PreToolUse < payload.json
     """
+    from executor import in_hook
     from executor.core.envnames import IN_HOOK_VAR
     from executor.dialects import DIALECTS, agent_names
 
-    if os.environ.get(IN_HOOK_VAR) and agent != "help":
+    if agent != "help" and in_hook.recursing(os.environ, IN_HOOK_VAR):
         from executor.entry import refuse_recursion
 
         refuse_recursion()
@@ -347,7 +348,7 @@ def validate(paths: Sequence[Path], agent: str | None, project: Path | None) -> 
         hookcage validate .hookcage/hooks.json
         hookcage validate --agent gemini
     """
-    from executor.config import file_format, guess_scope, hook_files, load_hook_file
+    from executor.config import file_format, guess_scope, load_hook_file, read_hook_files
     from executor.core.hooks import HookFile
 
     executor, root = _executor_and_root(project)
@@ -364,7 +365,7 @@ def validate(paths: Sequence[Path], agent: str | None, project: Path | None) -> 
             if loaded is not None:
                 files.append(loaded)
     else:
-        files = hook_files(executor.settings, root, agents)
+        files = read_hook_files(executor.settings, root, agents)
     errors = 0
     unseen = dict(_unseen(files))
     for f in files:
@@ -420,7 +421,7 @@ def _show_unseen(files: Sequence[Any]) -> list[Any]:
     for f, who in unseen:
         click.echo(f"not reviewed: {_field(f.source)}: {who.replace(' (the problems above)', '')}:")
         for problem in f.errors[:UNSEEN_LINES]:
-            click.echo(f"    {_field(problem.path)}: {_field(problem.message)}")
+            click.echo(f"    {_field(problem)}")
         if len(f.errors) > UNSEEN_LINES:
             click.echo(f"    ... and {len(f.errors) - UNSEEN_LINES} more (hookcage validate {_field(f.source)} "
                        "shows them all)")
@@ -575,14 +576,16 @@ def _show_dependencies(subject: Any) -> None:
                        "the hook will not run")
         elif need.kind == "uv":
             click.echo(f"    dependencies: {_field(need.describe())}\n"
-                       "      fetched now as wheels with this machine's pip (no package code runs here), "
-                       "installed by uv in a network-less sandbox; runs use them read-only, offline")
+                       "      fetched now by this machine's pip as wheels from your index; pip may start no "
+                       "process here, so nothing is built and no package code runs here (a dependency that is not "
+                       "a wheel is refused); installed by uv in a network-less sandbox; runs use them read-only, offline")
         else:
             how = ("every one is local: installed network-less" if not need.registry else
-                   f"{_field(', '.join(need.registry))} from the npm registry: installed with network")
+                   f"{_field(', '.join(need.registry))} and what they depend on from the npm registry: "
+                   "installed with network, in the sandbox")
             click.echo(f"    dependencies: {_field(need.describe())}\n"
-                       f"      npm install --ignore-scripts in a sandbox with no workspace ({how}); "
-                       "runs use them read-only through NODE_PATH, offline")
+                       f"      npm install --ignore-scripts in a sandbox with no workspace ({how}; nothing runs "
+                       "on this machine); runs use them read-only through NODE_PATH, offline")
 
 
 def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]]) -> int:
@@ -641,6 +644,9 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     if fetch_only and (review_all or hook_ids or yes or full):
         raise click.UsageError("--fetch-only reviews nothing: it takes no --all, --hook, --yes or --full")
     executor, root = _executor_and_root(project)
+    from executor.config import refuse_own_dirs_in_project
+
+    refuse_own_dirs_in_project(executor.settings.home, executor.settings.managed_dir, root)  # its store is theirs
     store = executor.trust_store()
     agents = _agents(agent)
     if fetch_only:
@@ -653,14 +659,20 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     pending, refused = executor.pending_reviews(root, hook_ids, agents)
     for hook, why in refused:
         click.echo(f"cannot review {_hook_scope_text(hook)}: {_shown(why)}", err=True)
-    unseen = [] if hook_ids else _show_unseen(executor.load(root, agents).files)
+    files = executor.load(root, agents).files
+    unseen = [] if hook_ids else _show_unseen(files)
+    for problem in (p for f in files if f.scope.from_repository and not f.hooks and f not in unseen
+                    for p in f.errors if p.path == "$"):  # a file refused whole (not regular, past a limit)
+        click.echo(f"cannot review {_field(problem)}", err=True)
     if not pending:
         if unseen:
             click.echo(f"nothing else to review in {_field(root)}, but {len(unseen)} repository file(s) that an "
-                       "agent runs itself, on the host, could not be shown (above): read them before you run it")
+                       "agent runs itself, on the host, could not be shown (above): read them before you run it"
+                       + (f"; {len(refused)} hook(s) could not be reviewed and stay untrusted" if refused else ""))
         else:
-            click.echo(f"nothing to review: every project hook in {_field(root)} is trusted"
-                       + (f" ({len(refused)} could not be reviewed)" if refused else ""))
+            click.echo(f"nothing to review: every project hook in {_field(root)} is trusted" if not refused else
+                       f"nothing else to review in {_field(root)}: {len(refused)} hook(s) could not be reviewed "
+                       "(above) and stay untrusted; every other project hook is trusted")
         unfetched = executor.unfetched(root, agents)
         if unfetched:
             click.echo(f"fetching the dependencies of {len(unfetched)} trusted hook(s) (not in the cache)")
@@ -1032,10 +1044,14 @@ def _doctor_agents(report: Any, home: Path) -> None:
 
 
 def shutil_which(name: str) -> str | None:
-    """``shutil.which``, imported late (start-up time matters on the dispatch path)."""
+    """``shutil.which`` on the absolute PATH entries outside the current directory (a checkout's
+    ``./runsc`` is never what hookcage registers), imported late (start-up time matters on the
+    dispatch path)."""
     import shutil
 
-    return shutil.which(name)
+    from executor.places import outside_cwd
+
+    return shutil.which(name, path=outside_cwd(os.environ.get("PATH", os.defpath)))
 
 
 @cli.command()
@@ -1430,9 +1446,12 @@ def _fail_on_lines(built: Any, hits: Sequence[str]) -> None:
               help="TCP dispatches waiting for a slot (503 with Retry-After past it).")
 @click.option("--project-root", "project_roots", multiple=True, type=click.Path(path_type=Path),
               help="Only projects inside this directory may be named over TCP (repeatable; default: any).")
+@click.option("--transcript-root", "transcript_roots", multiple=True, type=click.Path(path_type=Path),
+              help="Transcripts named over TCP may also lie in this directory, not only in the caller's "
+                   "project (repeatable; default: none).")
 def serve(socket_path: Path | None, log_level: str, listen: str | None, token_file: Path | None,
           tls_cert: Path | None, tls_key: Path | None, max_body: int, max_concurrent: int, max_queue: int,
-          project_roots: tuple[Path, ...]) -> None:
+          project_roots: tuple[Path, ...], transcript_roots: tuple[Path, ...]) -> None:
     """Answer `hookcage dispatch` from a long-lived process (saves start-up on every event).
 
     Keeps the code loaded and the sandboxes (engine connections) open; reads
@@ -1461,11 +1480,14 @@ def serve(socket_path: Path | None, log_level: str, listen: str | None, token_fi
         host, port = parse_listen(listen)
         remote = RemoteOptions(host, port, load_token(token_file, os.environ), tls_cert=tls_cert, tls_key=tls_key,
                                max_body=max_body, max_concurrent=max_concurrent, max_queue=max_queue,
-                               project_roots=project_roots)
+                               project_roots=project_roots, transcript_roots=transcript_roots,
+                               token_file=token_file or (Path(os.environ["HOOKCAGE_TOKEN_FILE"])
+                                                         if os.environ.get("HOOKCAGE_TOKEN_FILE") else None))
         remote.check()
     else:
         context = click.get_current_context()
-        tcp_only = ("token_file", "tls_cert", "tls_key", "max_body", "max_concurrent", "max_queue", "project_roots")
+        tcp_only = ("token_file", "tls_cert", "tls_key", "max_body", "max_concurrent", "max_queue", "project_roots",
+                   "transcript_roots")
         given = [param.opts[0] for param in context.command.params if param.name in tcp_only
                  and context.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT]
         if given:

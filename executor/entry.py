@@ -18,6 +18,7 @@ import itertools
 import os
 import sys
 
+from executor import in_hook
 from executor.core.envnames import IN_HOOK_VAR
 from executor.service import client
 
@@ -58,7 +59,7 @@ def forwardable(args: Sequence[str]) -> tuple[bool, str | None, str | None]:
 
 
 def refuse_recursion() -> NoReturn:
-    """A ``hookcage dispatch`` run by a hook (its environment says so) answers at once.
+    """A ``hookcage dispatch`` run by one of hookcage's hooks answers at once (:mod:`executor.in_hook`).
 
     No configuration can make hookcage call itself: an agent's file whose
     hook routes to hookcage, run on the host, would otherwise loop.
@@ -105,7 +106,7 @@ def remote_dispatch(args: Sequence[str]) -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["dispatch"] and os.environ.get(IN_HOOK_VAR):
+    if args[:1] == ["dispatch"] and in_hook.recursing(os.environ, IN_HOOK_VAR):
         refuse_recursion()
     if args[:1] == ["dispatch"] and os.environ.get(client.URL_VAR) and not wants_help(args):
         remote_dispatch(args)

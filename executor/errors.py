@@ -6,6 +6,7 @@ is never an exception: it is data in the hook's outcome. Exceptions are for
 
     HookcageError
     ├── ConfigError          our settings or hook files are wrong (names file and place)
+    │   └── OwnDirInProject  HOOKCAGE_HOME or the managed directory lies in the project (blocks)
     ├── PayloadError         the agent handed us bad input (stdin, event name)
     ├── TrustStoreError      the trust store cannot be read or written
     └── SandboxError         a sandbox backend failed for a reason of its own
@@ -24,6 +25,11 @@ class HookcageError(Exception):
 
 class ConfigError(HookcageError):
     """A settings or hook file is invalid; the message names the file and where."""
+
+
+class OwnDirInProject(ConfigError):
+    """hookcage's home or managed directory lies inside the project: its settings, allow-list,
+    trust store and hooks would be the repository's. Dispatch blocks (fail closed)."""
 
 
 class PayloadError(HookcageError):

@@ -44,7 +44,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from executor.config import load_hooks, project_root
+from executor import in_hook
+from executor.config import load_hooks, project_root, refuse_own_dirs_in_project
 from executor.core.deps import cache_key, find_needs
 from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.events import EventSpec, check_payload, get_event
@@ -74,7 +75,7 @@ from executor.gates.trust import (
     collect_references,
     command_words,
 )
-from executor.runlog import append_records, claim_once
+from executor.runlog import append_records, cap_event, claim_once
 from executor.sandbox import homes, orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.depcache import DepCache, RunSetup, package_words, run_setup
@@ -82,6 +83,9 @@ from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
 logger = logging.getLogger(__name__)
+
+MAX_NOTES = 20
+"""Lines of hookcage's own notes (hooks not run, and why) in one answer; the rest are counted."""
 
 
 @dataclass(frozen=True)
@@ -192,12 +196,27 @@ def _inside_project(path: Path, root: str) -> bool:
     return os.path.commonpath([real, project]) == project
 
 
+def _refused_dependencies(files: Sequence[FileState]) -> str | None:
+    """Why a hook's dependencies are refused (one line, naming the file and the dependency), if they are.
+
+    Such a hook cannot be trusted: what it names is never fetched (a URL, a path, git, ...).
+    """
+    bad = [need for need in find_needs(files) if need.problem]
+    if not bad:
+        return None
+    more = f" (and {len(bad) - 1} more file(s) naming dependencies refused)" if len(bad) > 1 else ""
+    return f"dependencies refused: {bad[0].where()}: {bad[0].problem}{more}"
+
+
 def _untrusted_note(details: Sequence[str], root: Path) -> str:
     count = len(details)
     unsafe = [d for d in details if d != "new or changed since it was reviewed"]
     text = (f"{count} project hook{'s' if count != 1 else ''} not run: not trusted yet (new or changed). "
             f"Review with `hookcage trust` in {root}")
-    return text + ("; " + "; ".join(dict.fromkeys(unsafe)) if unsafe else "")
+    reasons = list(dict.fromkeys(unsafe))
+    if len(reasons) > MAX_NOTES:
+        reasons[MAX_NOTES - 1:] = [f"and {len(reasons) - MAX_NOTES + 1} more reasons"]
+    return text + ("; " + "; ".join(reasons) if reasons else "")
 
 
 def default_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
@@ -230,6 +249,7 @@ class HookExecutor:
         environ: Mapping[str, str] | None = None,
         cancel: threading.Event | None = None,
         on_records: Callable[[Sequence[Mapping[str, Any]]], None] | None = None,
+        transcripts: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings or load_settings()
         self.cancelled = cancel or threading.Event()
@@ -247,9 +267,14 @@ class HookExecutor:
         self._background: list[Future[None]] = []
         self._async_pool: ThreadPoolExecutor | None = None
         self.deferred: list[Callable[[], None]] = []
+        self._in_hook = in_hook.Marker()
+        """What proves to a ``hookcage dispatch`` inside one of these hooks that it is in one."""
         self._on_records = on_records
         """Called with the run-log records of each batch (the daemon's metrics), whether or not
         the run log is written."""
+        self._transcripts = transcripts
+        """The service's remote mode: the only transcripts mounted (the payload's path -> the real
+        file the keep-out judged, :mod:`executor.service.keepout`); None: the payload's, as given."""
 
     # -- configuration -------------------------------------------------------
 
@@ -303,9 +328,10 @@ class HookExecutor:
         """
         spec = get_event(event) if isinstance(event, str) else event
         check_payload(spec, payload)
+        root = self.root_for(payload)
+        refuse_own_dirs_in_project(self.settings.home, self.settings.managed_dir, root)
         with contextlib.suppress(OSError):  # what a killed dispatch left (executor.sandbox.staging)
             staging.sweep_once(self.settings.home)
-        root = self.root_for(payload)
         hookset = self.load(root, [dialect])
         session = str(payload.get("session_id") or "")
         reads = _HookInputs(spec, dialect, payload, raw if raw is not None else payload)
@@ -323,8 +349,9 @@ class HookExecutor:
         problems = [str(p) for p in hookset.problems_for(spec.name)]
         verdict = fold(spec, outcomes, notes, problems)
         # log
-        self._log([c if isinstance(c, dict) else self._record(spec, session, c.hook, run=c, agent=dialect.name)
-                   for c in considered])
+        self._log(cap_event([c if isinstance(c, dict) else self._record(spec, session, c.hook, run=c,
+                                                                        agent=dialect.name)
+                             for c in considered]))
         if background:
             job = self._background_job(spec, session, background, dialect.name)
             if defer_async:
@@ -370,6 +397,9 @@ class HookExecutor:
             else:
                 runs.append(run)
                 considered.append(run)
+        if len(notes) > MAX_NOTES:  # one line per hook, but not a thousand in the agent's message
+            notes[MAX_NOTES - 1:] = [f"{len(notes) - MAX_NOTES + 1} more hooks not run for the same reasons "
+                                     "(`hookcage list` shows every one)"]
         if untrusted:
             notes.append(_untrusted_note(untrusted, root))
         return runs, background, considered, notes
@@ -398,7 +428,9 @@ class HookExecutor:
         except HookcageError as exc:  # the image cannot be resolved: the hook cannot run
             return _Gate(outcome=error_outcome(hook.label, str(exc), hook_id=hook.id), allow=check, trusted=False)
         if not trusted:
-            return _Gate(skip=Skip("untrusted", "new or changed since it was reviewed"), allow=check, trusted=False)
+            refused = _refused_dependencies(subject.files)
+            return _Gate(skip=Skip("untrusted", refused or "new or changed since it was reviewed"),
+                         allow=check, trusted=False)
         if not check_cache:
             return _Gate(allow=check, trusted=True)
         needs = find_needs(subject.files)
@@ -562,8 +594,16 @@ class HookExecutor:
             except HookcageError as exc:
                 refused.append((hook, str(exc)))
                 continue
-            if not self.is_trusted(subject):
-                pending.append((hook, subject))
+            if self.is_trusted(subject):
+                continue
+            # A dependency that is not a package from an index or registry (a URL, a path,
+            # git, a pip option) is never fetched, so the hook cannot be trusted: refused
+            # here, at review, naming it; only the hooks whose files name it are affected.
+            why = _refused_dependencies(subject.files)
+            if why:
+                refused.append((hook, why))
+                continue
+            pending.append((hook, subject))
         return pending, refused
 
     def grant(self, subjects: Sequence[TrustSubject]) -> int:
@@ -606,10 +646,15 @@ class HookExecutor:
         env = dict(hook.env)
         env.update(hook_input.env)  # what the hook's agent sets for it (never the host's)
         env.update({name: str(root) for name in PROJECT_DIR_VARS})
-        env[IN_HOOK_VAR] = "1"  # a `hookcage dispatch` inside a hook answers at once: no recursion
+        env[IN_HOOK_VAR] = self._in_hook.value()  # a `hookcage dispatch` inside a hook answers at once
         deps = deps or RunSetup()
         env.update(deps.env or {})
         transcript = payload.get("transcript_path")
+        transcript = transcript if isinstance(transcript, str) and transcript else None
+        source = None
+        if transcript is not None and self._transcripts is not None:
+            source = self._transcripts.get(transcript)
+            transcript = transcript if source is not None else None  # not judged mountable: never mounted
         return RunRequest(
             command=deps.command(hook.command or ""),
             binds=deps.binds,
@@ -618,7 +663,8 @@ class HookExecutor:
             env=env,
             timeout=hook.timeout,
             project_dir=str(root),
-            transcript_path=transcript if isinstance(transcript, str) and transcript else None,
+            transcript_path=transcript,
+            transcript_source=source,
             options=hook.sandbox,
             labels={"hookcage.session": str(session)[:128], "hookcage.hook": hook.id},
             output_cap=self.settings.output_cap,
@@ -850,6 +896,7 @@ class HookExecutor:
             self._async_pool.shutdown(wait=True)
         for name in self._owned:
             self._sandboxes[name].close()
+        self._in_hook.close()
 
     def __enter__(self) -> HookExecutor:
         return self

@@ -44,6 +44,7 @@ from typing import Any
 
 from executor.core.install import FileEdit, InstallMode, NotInstallable, Plan
 from executor.errors import HookcageError
+from executor.places import outside_cwd
 
 READ_CAP = 4 << 20
 """Files past this size are shown to a plan by their first :data:`PREFIX` bytes only (an agent's
@@ -66,7 +67,7 @@ def hookcage_command() -> str:
     beside = Path(sys.executable).parent / "hookcage"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    found = shutil.which("hookcage")
+    found = shutil.which("hookcage", path=outside_cwd(os.environ.get("PATH", os.defpath)))  # never ./hookcage
     return os.path.realpath(found) if found else "hookcage"
 
 
@@ -80,15 +81,22 @@ def read_current(path: str, root: str = "") -> bytes | None:
 
     A file bigger than :data:`READ_CAP` reads as its first :data:`PREFIX` bytes.
     """
+    from executor import safeio
+
     real = on_disk(path, root)
     try:
-        size = os.stat(real).st_size
-        with open(real, "rb") as handle:
-            return handle.read(PREFIX) if size > READ_CAP else handle.read()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
-    except OSError as exc:
-        raise InstallError(f"cannot read {path}: {exc.strerror or exc}") from None
+        fd = safeio.open_regular(real)  # a FIFO or a device in a checkout never blocks install
+    except safeio.Unreadable as exc:
+        if exc.missing or exc.reason.startswith("is a directory"):
+            return None
+        raise InstallError(f"cannot read {path}: it {exc.reason}") from None
+    try:
+        size = os.fstat(fd).st_size
+        return safeio.read_fd(fd, READ_CAP) if size <= READ_CAP else os.read(fd, PREFIX)
+    except (safeio.Unreadable, OSError) as exc:
+        raise InstallError(f"cannot read {path}: {exc}") from None
+    finally:
+        os.close(fd)
 
 
 def make_plan(agent: str, mode: InstallMode, *, home: str, environ: Mapping[str, str], hookcage: str,
@@ -105,7 +113,10 @@ def make_plan(agent: str, mode: InstallMode, *, home: str, environ: Mapping[str,
     dialect = DIALECTS.get(agent)
     if dialect is None:
         raise InstallError(f"unknown agent {agent!r}; known agents: {agent_names()}")
-    where = Where(None, home, dict(environ))
+    env = dict(environ)
+    if "PATH" in env:
+        env["PATH"] = outside_cwd(env["PATH"])  # the real agent is never the repository's (see the wrapper)
+    where = Where(None, home, env)
     return dialect.install(mode, where, lambda path: read_current(path, root), hookcage)
 
 
@@ -129,12 +140,14 @@ def changes(plan: Plan, root: str = "") -> list[Change]:
     out = []
     for edit in plan.edits:
         real = on_disk(edit.path, root)
+        from executor import safeio
+
         try:
-            before: bytes | None = Path(real).read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
+            before: bytes | None = safeio.read_regular(real, 1 << 30)
+        except safeio.Unreadable as exc:
+            if not exc.missing:
+                raise InstallError(f"cannot read {edit.path}: it {exc.reason}") from None
             before = None
-        except OSError as exc:
-            raise InstallError(f"cannot read {edit.path}: {exc.strerror or exc}") from None
         out.append(Change(edit, before))
     return out
 

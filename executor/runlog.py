@@ -6,6 +6,10 @@ puts in a hook:
 * every string in a record is cut at :data:`FIELD_CAP` characters (a 3.9 MB
   command once added 2.5 MB per event); the record then names the cut
   fields in ``"truncated_fields"`` (``"command"``, ``"env_file.text"``);
+* of one event, at most :data:`MAX_SKIPS_LOGGED` skipped hooks are logged one
+  by one; the rest are one record per skip reason that counts them
+  (:func:`cap_event`), so a file of many handlers cannot add megabytes per
+  event (every hook that ran is logged);
 * past ``max_bytes`` the file is rotated: ``runs.jsonl`` becomes
   ``runs.jsonl.1``, ``.1`` becomes ``.2``, ... and the oldest past ``keep``
   is removed.
@@ -42,6 +46,45 @@ DEFAULT_KEEP = 3
 """Rotated files kept, ``runs.jsonl.1`` (newest) to ``runs.jsonl.3`` (the ``log_keep`` setting)."""
 LOCK_TIMEOUT = 10.0
 """Seconds a dispatch waits for the log's lock before it gives up on its lines (never on its verdict)."""
+
+
+MAX_SKIPS_LOGGED = 100
+"""Skipped hooks of one event logged one by one; the rest are counted (:func:`cap_event`)."""
+
+
+def cap_event(records: list[dict[str, Any]], limit: int = MAX_SKIPS_LOGGED) -> list[dict[str, Any]]:
+    """One event's records with at most ``limit`` skipped ones; the others counted.
+
+    Every record of a hook that ran is kept. Skipped records past ``limit`` are
+    replaced by one record per ``skip_reason``: the first such record, its hook
+    fields kept, with ``"omitted": N`` (how many it stands for, itself included)
+    and a ``detail`` saying so, which ``hookcage report`` reads as one skipped row.
+    """
+    skipped = [r for r in records if r.get("outcome") == "skipped"]
+    if len(skipped) <= limit:
+        return records
+    kept: list[dict[str, Any]] = []
+    summaries: dict[Any, dict[str, Any]] = {}
+    seen = 0
+    for record in records:
+        if record.get("outcome") != "skipped":
+            kept.append(record)
+            continue
+        seen += 1
+        if seen <= limit:
+            kept.append(record)
+            continue
+        reason = record.get("skip_reason")
+        summary = summaries.get(reason)
+        if summary is None:
+            summary = summaries[reason] = {**record, "omitted": 0}
+        summary["omitted"] += 1
+    for summary in summaries.values():
+        summary["detail"] = (f"{summary['omitted']} hooks skipped ({summary.get('skip_reason')}) at this event, "
+                             f"this one and {summary['omitted'] - 1} more, not logged one by one "
+                             f"(at most {limit} skipped hooks an event are)")
+        kept.append(summary)
+    return kept
 
 
 def cap_record(record: Mapping[str, Any], cap: int = FIELD_CAP) -> dict[str, Any]:

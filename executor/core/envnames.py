@@ -20,6 +20,10 @@ AGENT_CONFIG_VARS: tuple[str, ...] = (
 handed the caller's, so it reads the same files as an in-process dispatch. A test
 checks no dialect reads another variable."""
 
+AGENT_DIR_VARS: tuple[str, ...] = ("HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "CODEX_HOME", "COPILOT_HOME")
+"""The :data:`AGENT_CONFIG_VARS` that name directories: a relative one is taken against the
+project root, where the agent runs and resolves it."""
+
 IN_HOOK_VAR = "HOOKCAGE_IN_HOOK"
 """Set in every hook's environment: a ``hookcage dispatch`` that sees it answers
 at once without running anything (no configuration can make hookcage call itself)."""

@@ -247,17 +247,29 @@ def resolve_event(arg: str | None, payload: Mapping[str, Any]) -> EventSpec:
     return get_event(name)
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_payload(event: EventSpec, payload: Mapping[str, Any]) -> None:
     """Check the payload carries what the event needs, with the right types.
 
     Raises:
         PayloadError: a required field is missing or has the wrong type, or a
-            common field (``session_id``, ``cwd``, ``transcript_path``) is not a string.
+            common field (``session_id``, ``cwd``, ``transcript_path``) is not a string,
+            or one of them holds a NUL byte or a lone surrogate.
     """
     for name in ("session_id", "cwd", "transcript_path"):
         value = payload.get(name)
         if value is not None and not isinstance(value, str):
             raise PayloadError(f"payload field {name!r} must be a string")
+        if isinstance(value, str) and ("\x00" in value or not _utf8(value)):
+            # No file system, label or file name takes it: it would only fail deeper, as an internal error.
+            raise PayloadError(f"payload field {name!r} holds a NUL byte or a lone surrogate")
     for name, json_type in event.required:
         if name not in payload:
             raise PayloadError(f"{event.name} payload is missing the field {name!r}")

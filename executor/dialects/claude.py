@@ -86,11 +86,26 @@ def wrapper_script(*, binary: str, title: str, settings: str, fallback: str | No
         lines.append(f': "${{{name}:={value}}}"; export {name}')
     lines += [
         "real=",
+        # The current directory is the repository being worked on: nothing in it is the agent
+        # (unless it holds $HOME, an agent started in ~, and the file is under $HOME).
+        "here=$(pwd -P 2>/dev/null) || here=",
+        "in_here() {",
+        '  for top in "$PWD" "$here"; do',
+        '    case $top in ""|/) continue ;; esac',
+        '    case $1 in "$top"/*) ;; *) continue ;; esac',
+        '    case ${HOME:-/}/ in "$top"/*) case $1 in "${HOME%/}"/*) continue ;; esac ;; esac',
+        "    return 0",
+        "  done",
+        "  return 1",
+        "}",
         # Absolute entries only: an empty or relative entry ("." or "bin") would let the
         # repository being worked on supply its own "claude". No globbing of the entries.
         "saved_ifs=$IFS; IFS=:; set -f",
         "for dir in $PATH; do",
         '  case $dir in /*) ;; *) continue ;; esac',
+        '  in_here "$dir/" && continue',
+        '  phys=$(cd "$dir" 2>/dev/null && pwd -P) || continue',
+        '  in_here "$phys/" && continue',
         f'  candidate="$dir/{binary}"',
         '  [ -f "$candidate" ] && [ -x "$candidate" ] || continue',
         f'  head -c 512 "$candidate" 2>/dev/null | grep -q {WRAPPER_MARK} && continue',
@@ -99,7 +114,14 @@ def wrapper_script(*, binary: str, title: str, settings: str, fallback: str | No
         "IFS=$saved_ifs; set +f",
     ]
     if fallback:
-        lines.append(f'[ -n "$real" ] || real={q(fallback)}')
+        # Recorded at install time (absolute, never in the directory install ran in); checked
+        # again here against the directory this run is in.
+        lines += [
+            f"fallback={q(fallback)}",
+            'if [ -z "$real" ]; then',
+            '  case $fallback in /*) in_here "$fallback" || real=$fallback ;; esac',
+            "fi",
+        ]
     lines += [
         'if [ -z "$real" ] || [ ! -x "$real" ]; then',
         f'  echo "hookcage: no {binary} found on PATH after this wrapper ($0); '
@@ -191,7 +213,9 @@ class ClaudeDialect(Dialect):
         data = self.route_settings(read, settings, hookcage)
         raw = read(settings)
         content = raw if raw is not None and read_json(read, settings) == data else json_bytes(data)
-        path_dirs = [d for d in where.environ.get("PATH", "").split(":")]
+        # Absolute entries only ("." or "bin" would be the directory install runs in; the edge
+        # also drops entries inside it): the fallback is never the repository's own binary.
+        path_dirs = [d for d in where.environ.get("PATH", "").split(":") if d.startswith("/")]
         local_bin = f"{where.home.rstrip('/')}/.local/bin"
         wrapper_dir = local_bin
         occupied = read(f"{local_bin}/{self.binary}")
@@ -199,7 +223,7 @@ class ClaudeDialect(Dialect):
             # The native installer's claude lives there (and its updater rewrites it).
             wrapper_dir = f"{hookcage_home(where)}/bin"
         wrapper = f"{wrapper_dir}/{self.binary}"
-        found = [f"{d or '.'}/{self.binary}" for d in path_dirs]
+        found = [f"{d.rstrip('/')}/{self.binary}" for d in path_dirs]
         real = next((p for p in found if p != wrapper and (c := read(p)) is not None and not is_wrapper(c)), None)
         script = wrapper_script(binary=self.binary, title=self.title, settings=settings, fallback=real,
                                 passthrough=self.passthrough, env=self.wrapper_env)

@@ -52,6 +52,7 @@ from typing import Any
 
 import filelock
 
+from executor import safeio
 from executor.core.text import decode_exact
 from executor.errors import HookcageError, TrustStoreError
 
@@ -628,7 +629,7 @@ class _References:
             if self.total > MAX_REFERENCED_TOTAL:
                 raise UnsafeReference(word, f"references more than {_mib(MAX_REFERENCED_TOTAL)} of files in all")
         else:
-            raise UnsafeReference(path, "is not a regular file or directory")
+            raise UnsafeReference(path, f"is {safeio.kind(st.st_mode)}, not a regular file or directory: refused")
         self.kinds[real] = kind
         return kind
 
@@ -690,29 +691,21 @@ class _References:
                 child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC, dir_fd=fd)
                 os.close(fd)
                 fd = child
-            file_fd = os.open(
-                real[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC, dir_fd=fd
-            )
+            # The one opener of repository files: never blocks, refuses anything but a regular file.
+            file_fd = safeio.open_regular(real[-1], follow=False, dir_fd=fd)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise UnsafeReference(path, "changed into a symlink while being read") from exc
             raise UnsafeReference(path, f"cannot be read ({_reason(exc)})") from exc
+        except safeio.Unreadable as exc:
+            raise UnsafeReference(path, exc.reason) from exc
         finally:
             os.close(fd)
         try:
-            st = os.fstat(file_fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise UnsafeReference(path, "is not a regular file")
-            if st.st_size > MAX_REFERENCED_FILE:
-                raise UnsafeReference(path, f"is larger than {_mib(MAX_REFERENCED_FILE)} ({st.st_size} bytes)")
-            chunks: list[bytes] = []
-            size = 0
-            while chunk := os.read(file_fd, 1024 * 1024):
-                size += len(chunk)
-                if size > MAX_REFERENCED_FILE:
-                    raise UnsafeReference(path, f"grew past {_mib(MAX_REFERENCED_FILE)} while being read")
-                chunks.append(chunk)
-            return b"".join(chunks), bool(st.st_mode & 0o111)
+            data = safeio.read_fd(file_fd, MAX_REFERENCED_FILE)
+            return data, bool(os.fstat(file_fd).st_mode & 0o111)
+        except safeio.Unreadable as exc:
+            raise UnsafeReference(path, exc.reason) from exc
         except OSError as exc:
             raise UnsafeReference(path, f"cannot be read ({_reason(exc)})") from exc
         finally:

@@ -91,6 +91,9 @@ class RunRequest:
         timeout: seconds before the run is killed and marked ``timed_out``.
         project_dir: the project root (mounted into containers).
         transcript_path: the agent's transcript file, if any.
+        transcript_source: the file bound there instead, when a caller's path
+            was judged and resolved (the service's remote mode): its real
+            path, bound only while it still is one (no symbolic link on the way).
         options: the hook's sandbox options.
         labels: identifying labels (session, hook id) for backends that tag.
         output_cap: bytes kept per stream; past it the result is truncated.
@@ -110,6 +113,7 @@ class RunRequest:
     timeout: float = 60.0
     project_dir: str = "/"
     transcript_path: str | None = None
+    transcript_source: str | None = None
     options: SandboxOptions = field(default_factory=SandboxOptions)
     labels: Mapping[str, str] = field(default_factory=dict)
     output_cap: int = DEFAULT_OUTPUT_CAP

@@ -47,6 +47,7 @@ from pathlib import Path
 import platformdirs
 
 from executor.errors import SandboxError
+from executor.places import outside_cwd
 
 __all__ = [
     "PACKAGE",
@@ -270,7 +271,7 @@ def _tree_unsafe(root: Path, euid: int | None = None) -> str | None:
 def system_debootstrap(search_path: str | None = None) -> str | None:
     """The installed debootstrap: on ``search_path`` (default ``$PATH`` plus the sbin folders), or None."""
     path = search_path if search_path is not None else f"{os.environ.get('PATH', '')}:{SBIN_DIRS}"
-    return shutil.which(PACKAGE, path=path)
+    return shutil.which(PACKAGE, path=outside_cwd(path))  # never a checkout's ./debootstrap
 
 
 def _copy_in(folder: Path) -> Debootstrap | None:

@@ -7,11 +7,18 @@ How this works (see :mod:`executor.core.deps` for what a hook needs):
 
   - *uv scripts*: the image is asked which Python, platform and glibc it has;
     ``pip download --only-binary=:all:`` on this machine fetches wheels for
-    exactly that (with your own pip configuration: index, proxy, certificates;
-    wheels only, so no package code runs here); then ``uv sync --script``
-    runs in a network-less sandbox container, with the reviewed copy of the
-    script at its own path, and installs the script's environment from those
-    wheels into the cache.
+    exactly that (with your own pip configuration: index, proxy, certificates).
+    Only requirements by name reach pip (:func:`executor.core.deps.requirement_problem`
+    refuses URLs, paths and archives at review), and pip runs under a guard
+    (:data:`PIP_GUARD`) that lets it start no process: pip builds a source
+    distribution, even with ``--only-binary``, when a wheel's own metadata
+    names one by URL (``Requires-Dist: x @ https://.../x.tar.gz``), and
+    building runs the package's code; under the guard that build fails before
+    any of it runs. A downloaded wheel whose metadata names a URL is refused
+    too (:func:`url_requirements`). Then ``uv sync --script`` runs in a
+    network-less sandbox container, with the reviewed copy of the script at
+    its own path, and installs the script's environment from those wheels
+    into the cache.
   - *Node packages*: the reviewed ``package.json``, lock file and local
     ``file:`` packages are copied into the cache, and ``npm install
     --ignore-scripts`` (``npm ci`` with a lock) runs in a sandbox container
@@ -40,10 +47,14 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from executor.core.deps import NODE_LOCKS, NODE_SUFFIXES, Need
 from executor.core.text import decode, first_line, sanitize
@@ -68,6 +79,31 @@ _PROBE = (
     "\"libc\": os.confstr(\"CS_GNU_LIBC_VERSION\") or \"\"}))'"
 )
 _LIBC = re.compile(r"glibc (\d+)\.(\d+)")
+PIP_REFUSED = "hookcage let pip start no process"
+PIP_GUARD = f"""\
+import os, runpy, subprocess, sys
+def _refused(args, *rest, **options):
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+    program = os.path.basename(os.fsdecode(argv[0])) if argv else ""
+    if program == "keyring":  # pip's keyring-provider=subprocess: the user's own credential helper
+        return _popen(args, *rest, **options)
+    raise PermissionError({PIP_REFUSED!r} + " (it would have run " + program + ": a build or a checkout)")
+_popen = subprocess.Popen
+subprocess.Popen = _refused
+for _name in ("system", "posix_spawn", "posix_spawnp", "fork", "forkpty", "execv", "execve"):
+    if hasattr(os, _name):
+        setattr(os, _name, lambda *a, _name=_name, **k: _refused(["os." + _name]))
+sys.argv[0] = "pip"
+runpy.run_module("pip", run_name="__main__", alter_sys=True)
+"""
+"""Runs pip with no way to start a process (``python -c PIP_GUARD download ...``).
+
+Fetching wheels needs none; building a source distribution (its backend runs
+in a child Python), installing build requirements and checking out version
+control all do, so each fails, with :data:`PIP_REFUSED` in pip's output,
+before any package code runs. pip's own probes (``rustc --version`` for its
+user agent) already tolerate failing. A ``keyring`` helper is let through.
+"""
 
 Runner = Callable[[RunRequest], RunResult]
 """Runs one request in the hook's sandbox (the executor's docker backend)."""
@@ -287,17 +323,21 @@ class _Job:
         wheels = self.work / "wheels"
         wheels.mkdir(exist_ok=True)
         self.log(f"fetching wheels for {need.describe()} (Python {target.python}, {target.platforms[0]})")
-        cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
-               "--progress-bar", "off", "--only-binary=:all:", "--dest", str(wheels), *target.pip_args(),
-               *need.dependencies]
+        empty = self.work / "pip-cwd"  # nothing relative resolves to the project's files
+        empty.mkdir(exist_ok=True)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT,
-                                  stdin=subprocess.DEVNULL, errors="replace")
+            proc = pip_download(need.dependencies, wheels, target.pip_args(), cwd=empty)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"{need.path}: pip download failed ({exc})"
+        except InvalidRequirement as exc:  # refused at review already; never handed to pip
+            return f"{need.path}: {exc}"
         if proc.returncode != 0:
             return (f"{need.path}: {', '.join(need.dependencies)} could not be fetched as wheels for "
                     f"Python {target.python} on {target.platforms[0]}: {_pip_error(proc.stderr)}")
+        urls = url_requirements(wheels)
+        if urls:
+            return (f"{need.path}: refused: {urls[0]} (a wheel that depends on a URL, not on a package "
+                    "from an index; nothing of it was built or installed)")
         wheels.chmod(0o755)
         for wheel in wheels.iterdir():
             wheel.chmod(0o644)
@@ -335,6 +375,10 @@ class _Job:
         for path, state in self.files.items():
             inside = path.startswith(prefix) or any(path == p or path.startswith(p + "/") for p in need.local)
             if not inside or state.data is None or "/node_modules/" in f"/{path}/":
+                continue
+            if posixpath.basename(path) == ".npmrc":
+                # npm would obey it (another registry, a `git` program, proxies): reviewed, but not
+                # what the review says is fetched. The install uses the image's npm configuration.
                 continue
             dest = package / path
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -377,7 +421,59 @@ def _said(stderr: bytes) -> str:
     return ": " + sanitize(" / ".join((errors or lines)[:3]), 400)
 
 
+def pip_download(
+    requirements: Sequence[str], dest: Path, options: Sequence[str], *, cwd: Path,
+    timeout: float = FETCH_TIMEOUT,
+) -> subprocess.CompletedProcess[str]:
+    """``pip download --only-binary=:all:`` of ``requirements`` into ``dest``, under :data:`PIP_GUARD`.
+
+    Each requirement is parsed and handed to pip in its canonical PEP 508 form
+    (a name, extras, versions, a marker), after ``--``, so pip takes none for a
+    path or an option.
+
+    Raises:
+        InvalidRequirement: one is not a PEP 508 requirement, or names a URL.
+        OSError, subprocess.TimeoutExpired: pip could not be run, or ran too long.
+    """
+    canonical = []
+    for text in requirements:
+        requirement = Requirement(text)
+        if requirement.url is not None:
+            raise InvalidRequirement(f"dependency {text!r} names a URL")
+        canonical.append(str(requirement))
+    cmd = [sys.executable, "-c", PIP_GUARD, "download", "--disable-pip-version-check", "--no-input",
+           "--progress-bar", "off", "--only-binary=:all:", "--dest", str(dest), *options, "--", *canonical]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          stdin=subprocess.DEVNULL, errors="replace")
+
+
+def url_requirements(wheels: Path) -> list[str]:
+    """``wheel: requirement`` for each ``Requires-Dist`` with a URL among the wheels in ``wheels``
+    (an index wheel may name one; pip would have fetched it, and uv would too)."""
+    found = []
+    for wheel in sorted(wheels.glob("*.whl")):
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                name = next((n for n in archive.namelist()
+                             if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+                text = archive.read(name).decode("utf-8", "replace") if name else ""
+        except (OSError, zipfile.BadZipFile, KeyError) as exc:
+            found.append(f"{wheel.name}: unreadable ({exc})")
+            continue
+        for line in HeaderParser().parsestr(text).get_all("Requires-Dist") or []:
+            try:
+                url = Requirement(line).url
+            except InvalidRequirement:
+                url = None
+            if url is not None:
+                found.append(f"{wheel.name}: Requires-Dist {line.strip()!r}")
+    return found
+
+
 def _pip_error(stderr: str) -> str:
+    if PIP_REFUSED in stderr:
+        return ("a dependency is not a wheel from the index (pip would have built it, or checked it out, "
+                "on this machine, running its code): refused, nothing was run")
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip().startswith("ERROR:")]
     text = " / ".join(ln.removeprefix("ERROR:").strip() for ln in lines[:2]) or first_line(stderr.strip())
     return sanitize(text, 400) or "pip failed"

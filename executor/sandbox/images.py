@@ -60,6 +60,7 @@ from typing import IO, Any, TypeAlias
 
 from executor import __version__
 from executor.errors import HookcageError, SandboxError, SandboxUnavailable
+from executor.places import outside_cwd
 from executor.sandbox.debootstrap import Debootstrap, DebootstrapFetchError, find_debootstrap
 from executor.sandbox.docker import (
     BACKEND_ERRORS,
@@ -496,8 +497,10 @@ def shim_compiler(environ: Mapping[str, str] | None = None) -> str | None:
     """The C compiler that builds the statx shim: ``$CC`` (its first word) or ``cc`` on ``$PATH``; None if neither."""
     env = os.environ if environ is None else environ
     named = (env.get("CC") or "").split()
-    path = env.get("PATH", "")
-    return shutil.which(named[0], path=path) if named else shutil.which("cc", path=path)
+    name = named[0] if named else "cc"
+    if "/" in name and not os.path.isabs(name):
+        return None  # ./cc: the directory this runs in is a checkout's
+    return shutil.which(name, path=outside_cwd(env.get("PATH", "")))  # never a checkout's ./cc
 
 
 _NO_SHIM = (

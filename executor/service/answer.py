@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from executor.errors import HookcageError, PayloadError
+from executor.errors import HookcageError, OwnDirInProject, PayloadError
 
 if TYPE_CHECKING:
     from executor.core.protocol import AgentAnswer
@@ -95,6 +95,20 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+def _refuse_own_dirs_in_project(raw: bytes) -> None:
+    """hookcage's home or managed directory inside the project (by the environment and the
+    payload's cwd) is refused before its ``config.toml`` is read: the repository would hold
+    the settings that decide whether a broken or hostile file blocks."""
+    from executor.config import project_root, refuse_own_dirs_in_project
+    from executor.settings import default_home, default_managed_dir
+
+    try:
+        payload = read_payload(raw)
+    except HookcageError:
+        payload = {}
+    refuse_own_dirs_in_project(default_home(), default_managed_dir(), project_root(payload))
+
+
 def dispatch_bytes(
     event: str | None,
     raw: bytes,
@@ -131,6 +145,7 @@ def dispatch_bytes(
         if agent is not None:
             get_dialect(agent)  # an unknown agent is reported before anything else
         if settings is None:
+            _refuse_own_dirs_in_project(raw)  # before reading the settings they hold
             settings = load_settings()
         fail_closed = settings.fail_closed
         payload = read_payload(raw)
@@ -145,4 +160,5 @@ def dispatch_bytes(
             executor.close()
             raise
     except HookcageError as exc:
-        return fail_verdict(event or "?", str(exc), block=fail_closed or isinstance(exc, PayloadBound)), None
+        return fail_verdict(event or "?", str(exc),
+                            block=fail_closed or isinstance(exc, PayloadBound | OwnDirInProject)), None

@@ -38,7 +38,13 @@ How this works:
    reached and end at their timeout. At start, the daemon removes what
    killed processes left: staging folders (:mod:`executor.sandbox.staging`) and
    containers whose owning process is gone (:mod:`executor.sandbox.orphans`).
-7. With ``--listen HOST:PORT`` (:mod:`executor.service.remote`) a second
+7. One project cannot starve the daemon: at most :data:`MAX_PER_PROJECT`
+   events of one project root are in flight on the socket
+   (:data:`REMOTE_PER_PROJECT` on TCP) and :data:`MAX_IN_FLIGHT` in all; one
+   more is refused at once (:class:`Busy`: 409 and the caller answers
+   in-process; 503 on TCP), and a request that finds no worker thread within
+   :data:`START_WAIT` seconds is refused too, never left waiting.
+8. With ``--listen HOST:PORT`` (:mod:`executor.service.remote`) a second
    uvicorn server in the same loop answers on TCP, behind a bearer token, in
    *remote mode* (:meth:`Daemon.answer_remote`): the service's own settings
    and environment, the caller's project only. The socket's app and answers
@@ -90,6 +96,15 @@ from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
 from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
+from executor.service.keepout import (
+    Fence,
+    Fenced,
+    NoProject,
+    PathRefused,
+    fence_request,
+    make_fence,
+    well_formed,
+)
 from executor.service.metrics import ServiceMetrics, dispatch_outcome
 from executor.settings import DEFAULT_MANAGED_DIR, Settings, default_home, load_settings
 
@@ -122,12 +137,30 @@ DISCONNECT_POLL = 0.25
 """Seconds between two checks that the caller of a dispatch in progress is still there."""
 
 
+MAX_IN_FLIGHT = 32
+"""Dispatches on the socket at once; one more is refused at once (409: the caller answers
+in-process), never queued behind them. Below anyio's 40 worker threads, so ``/health`` and a
+refusal always find a thread."""
+MAX_PER_PROJECT = 8
+"""Dispatches of one project root at once on the socket; one more is refused (409, in-process)."""
+REMOTE_PER_PROJECT = 4
+"""Dispatches of one project root at once on TCP (half the default ``--max-concurrent``); one
+more is refused with 503 and ``Retry-After``."""
+START_WAIT = 5.0
+"""Seconds a request waits for a worker thread; then it is refused (409 / 503), never left waiting."""
+
+
 class DaemonError(HookcageError):
     """The daemon cannot start: another one serves the socket, or the path is unusable."""
 
 
 class Refusal(Exception):
     """This call must be answered in the caller's process (HTTP 409); the message says why."""
+
+
+class Busy(Refusal):
+    """Too much is in flight (for this project, or at all): 409 on the socket (the caller
+    answers in-process), 503 with ``Retry-After`` on TCP. Nothing has run."""
 
 
 # -- the caller's settings ------------------------------------------------------
@@ -165,6 +198,12 @@ def _is_complex(field: FieldInfo) -> bool:
 
 
 def _absolute(value: str, what: str) -> str:
+    try:
+        well_formed(value, what)
+    except PathRefused as exc:
+        # No file system has it (a NUL byte, a lone surrogate, too long, '..'): the caller's own
+        # process reports it, as it would without the daemon.
+        raise Refusal(str(exc)) from None
     if not os.path.isabs(value):
         # Relative to the caller's working directory, which the daemon does not share.
         raise Refusal(f"{what} {value!r} is not an absolute path")
@@ -252,10 +291,10 @@ def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str
 
 
 def remote_environ(
-    env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None, own: Mapping[str, str],
-    *, keep_out: Sequence[Path] = (), roots: Sequence[Path] = (),
-) -> dict[str, str]:
-    """The environment ``HookExecutor`` reads for a remote (TCP) caller.
+    env: Mapping[str, str], payloads: Sequence[Mapping[str, Any]], cwd: str | None, own: Mapping[str, str],
+    fence: Fence,
+) -> tuple[dict[str, str], Fenced]:
+    """The environment ``HookExecutor`` reads for a remote (TCP) caller, and what it may mount.
 
     Only where the project is comes from the caller: its project-dir variables,
     else the payload's ``cwd``, else its working directory, each an absolute
@@ -264,41 +303,22 @@ def remote_environ(
     agents' user files (``HOME``, ``CODEX_HOME``, ...) is the service's own
     (``own``); the caller's ``CLAUDE_ENV_FILE`` is ignored.
 
-    The project directory is mounted into every hook's container and what the
-    hooks print goes back to the caller, so a caller may not name one that
-    holds what it must not see: one that contains any of ``keep_out`` (the
-    service's hookcage home, the Docker sockets), or, when ``roots`` are
-    given (``--project-root``), one outside all of them.
+    Every path the request names passes the keep-out
+    (:func:`executor.service.keepout.fence_request`); the project is pinned
+    as the resolved path it was judged by (``CLAUDE_PROJECT_DIR``), so the
+    executor cannot find another one in the payload.
 
     Raises:
-        Refusal: a path is relative, the project directory does not exist here,
-            contains one of ``keep_out`` or lies outside ``roots``.
+        PathRefused: a path is malformed (400) or leads where the caller may not go (403).
+        Refusal: no project at all, or it does not exist on the service (409).
     """
+    try:
+        fenced = fence_request(env, payloads, cwd, fence)
+    except NoProject as exc:
+        raise Refusal(str(exc)) from None
     environ = {name: own[name] for name in AGENT_CONFIG_VARS if name in own}
-    for name in PROJECT_DIR_VARS:
-        if env.get(name):
-            environ[name] = _absolute(env[name], f"the caller's {name}")
-    where = payload.get("cwd")
-    if where and not (isinstance(where, str) and os.path.isabs(where)):
-        raise Refusal(f"the payload's cwd {where!r} is not an absolute path")
-    if not any(name in environ for name in PROJECT_DIR_VARS) and not (isinstance(where, str) and where):
-        if cwd is None:
-            raise Refusal("the caller has no working directory")
-        environ[PROJECT_DIR_VARS[0]] = _absolute(cwd, "the working directory")
-    transcript = payload.get("transcript_path")
-    if isinstance(transcript, str) and transcript:
-        _absolute(transcript, "the payload's transcript_path")
-    root = project_root(payload, environ)
-    if not root.is_dir():
-        raise Refusal(f"the project directory {root} does not exist on the hookcage service "
-                      "(mount the workspace at the same path in the agent's and the service's containers)")
-    for secret in keep_out:
-        if Path(os.path.realpath(secret)).is_relative_to(root):
-            raise Refusal(f"the project directory {root} contains {secret}: refused (its hooks would see it)")
-    if roots and not any(root.is_relative_to(os.path.realpath(allowed)) for allowed in roots):
-        shown = ", ".join(str(allowed) for allowed in roots)
-        raise Refusal(f"the project directory {root} is outside the service's project roots ({shown})")
-    return environ
+    environ[PROJECT_DIR_VARS[0]] = fenced.project
+    return environ, fenced
 
 
 def host_base_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -423,6 +443,16 @@ class Watch:
                 logger.exception("cancelling a dispatch failed")
 
 
+def _busy(detail: str, local: bool) -> JSONResponse:
+    if local:
+        return JSONResponse({"detail": detail}, status_code=409)
+    return JSONResponse({"detail": f"{detail}; retry later"}, status_code=503, headers={"Retry-After": "1"})
+
+
+def _shown_path(path: str) -> str:
+    return path if path.isprintable() else repr(path)
+
+
 async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], http: Request, *,
                           local: bool = True) -> JSONResponse:
     """Run ``answer`` on a worker thread, cancel it if the caller hangs up; the HTTP reply.
@@ -431,7 +461,27 @@ async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], ht
     :class:`Refusal`, 422 for a :class:`BadRequest`, 499 when the caller has gone.
     """
     watch = Watch()
-    work = asyncio.ensure_future(anyio.to_thread.run_sync(functools.partial(answer, watch)))
+    state = threading.Lock()
+    begun: list[bool] = []  # [True]: a thread took it; [False]: refused before one did
+
+    def begin() -> tuple[AgentAnswer, str]:
+        with state:
+            if begun:  # it waited past START_WAIT for a thread: refused already, run nothing
+                raise Busy("no worker thread was free in time")
+            begun.append(True)
+        return answer(watch)
+
+    work = asyncio.ensure_future(anyio.to_thread.run_sync(begin))
+    await asyncio.wait({work}, timeout=START_WAIT)
+    with state:
+        refuse = not begun
+        if refuse:
+            begun.append(False)
+    if refuse:
+        work.add_done_callback(lambda done: done.cancelled() or done.exception())  # its Busy, retrieved
+        detail = f"no worker thread was free within {START_WAIT:g} s"
+        logger.info("left to the caller (in-process): %s" if local else "refused (503), nothing run: %s", detail)
+        return _busy(detail, local)
     while not work.done():
         await asyncio.wait({work}, timeout=DISCONNECT_POLL)
         if not work.done() and await http.is_disconnected():
@@ -442,9 +492,15 @@ async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], ht
             return JSONResponse({"detail": "cancelled: the caller hung up"}, status_code=499)
     try:
         answer_, agent = work.result()
+    except Busy as exc:
+        logger.info("left to the caller (in-process): %s" if local else "refused (503), nothing run: %s", exc)
+        return _busy(str(exc), local)
     except Refusal as exc:
         logger.info("left to the caller (in-process): %s" if local else "refused (409), nothing run: %s", exc)
         return JSONResponse({"detail": str(exc)}, status_code=409)
+    except PathRefused as exc:
+        logger.info("refused (%d), nothing run: %s", exc.status, exc)
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status)
     except BadRequest as exc:
         return JSONResponse({"detail": str(exc)}, status_code=422)
     return JSONResponse({"exit_code": answer_.exit_code, "stdout": answer_.stdout,
@@ -481,6 +537,9 @@ class Daemon:
         self._lock_fd: int | None = None
         self._socket_inode: int | None = None
         self._remote_task: asyncio.Future[None] | None = None
+        self._projects: dict[str, int] = {}  # dispatches in flight per project root (fairness)
+        self._projects_lock = threading.Lock()
+        self._local_in_flight = 0  # on the socket; counted on the event loop
         self.metrics = ServiceMetrics(pools=self._pool_stats, alive=self._containers_alive)
         self.app = self._build_app()
 
@@ -511,12 +570,15 @@ class Daemon:
         raw, payload = decode_payload(request.payload_b64, Refusal)
         agent = resolve_dialect(request.agent, payload).name  # what dispatch_bytes answers in
         environ = project_environ(env, payload, request.cwd)
-        return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=settings,
-                                 environ=environ, base_env=host_base_env(env), fail_closed=fail_closed_env(env),
-                                 watch=watch, listener="local", event_label=_event_label(agent, request.event, payload))
+        with self.project_slot(project_root(payload, environ), MAX_PER_PROJECT):
+            return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=settings,
+                                     environ=environ, base_env=host_base_env(env), fail_closed=fail_closed_env(env),
+                                     watch=watch, listener="local",
+                                     event_label=_event_label(agent, request.event, payload))
 
     def answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None = None, *,
-                      roots: Sequence[Path] = ()) -> tuple[AgentAnswer, str]:
+                      roots: Sequence[Path] = (), transcript_roots: Sequence[Path] = (),
+                      secrets: Sequence[Path] = ()) -> tuple[AgentAnswer, str]:
         """The answer to a remote (TCP) caller: ``hookcage dispatch`` in the service's own environment,
         for the caller's project.
 
@@ -525,39 +587,97 @@ class Daemon:
         ``DOCKER_*`` are ignored); the project comes from the caller
         (:func:`remote_environ`). Another hookcage ``version`` is no reason
         to refuse; another ``protocol`` is. ``roots``: the project directories
-        callers may name (``--project-root``; any when empty).
+        callers may name (``--project-root``; any when empty);
+        ``transcript_roots``: where transcripts outside the project may be
+        (``--transcript-root``); ``secrets``: files of the service's own (its
+        token file, TLS files) no request path may lead to, besides
+        :meth:`keep_out`.
 
         Raises:
             Refusal: nothing has run; the message says why.
+            PathRefused: a path of the request is malformed (400) or out of bounds (403); nothing has run.
             BadRequest: ``payload_b64`` is not base64.
         """
         try:
-            return self._answer_remote(request, watch, roots)
-        except Refusal:
+            return self._answer_remote(request, watch, roots, transcript_roots, secrets)
+        except (Refusal, PathRefused):
             self.metrics.dispatched("remote", _agent_label(request.agent), "unknown", "refused", None)
             raise
         except BadRequest:
             self.metrics.rejected(422)
             raise
 
-    def _answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None,
-                       roots: Sequence[Path]) -> tuple[AgentAnswer, str]:
+    def keep_out(self, secrets: Sequence[Path] = ()) -> list[Path]:
+        """What no remote request's path may lead to: the service's home, socket, settings' files,
+        cache, the engine's sockets and credentials (``DOCKER_CERT_PATH``, ``~/.docker``), and ``secrets``."""
+        from executor.sandbox.debootstrap import cache_dir
+
+        paths = [self.home, self.socket_path, *(Path(path) for path in DOCKER_SOCKETS), *secrets]
+        settings: Settings | None = None
+        with contextlib.suppress(Exception):  # settings that do not load: dispatch_bytes says so
+            settings = load_settings()
+            paths += [settings.home, settings.managed_dir, settings.trust_store_file, settings.run_log,
+                      settings.state_dir]
+            paths += [path for path in (settings.trust_file, settings.log_file) if path is not None]
+        with contextlib.suppress(Exception):
+            paths.append(cache_dir())
+        # The engine's credentials: its unix socket wherever it is, its TLS client files, and the
+        # client configuration (registry logins) in ~/.docker.
+        engines = [os.environ.get("DOCKER_HOST", ""), getattr(settings, "engine", None) or ""]
+        paths += [Path(url[len("unix://"):]) for url in engines if url.startswith("unix://")]
+        docker_config = os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+        paths += [Path(p) for p in (os.environ.get("DOCKER_CERT_PATH"), docker_config,
+                                    os.environ.get("HOOKCAGE_TOKEN_FILE")) if p]
+        return paths
+
+    def _answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None, roots: Sequence[Path],
+                       transcript_roots: Sequence[Path], secrets: Sequence[Path]) -> tuple[AgentAnswer, str]:
         if request.protocol != PROTOCOL:
             raise Refusal(f"the caller speaks protocol {request.protocol}, this service {PROTOCOL}")
         if request.agent is not None and request.agent not in DIALECTS:
             raise Refusal(f"unknown agent {request.agent!r}; known agents: {', '.join(sorted(DIALECTS))}")
         raw, payload = decode_payload(request.payload_b64, BadRequest)
-        agent = resolve_dialect(request.agent, payload).name
-        keep_out = [self.home, *(Path(path) for path in DOCKER_SOCKETS)]
-        environ = remote_environ(request.env, payload, request.cwd, os.environ, keep_out=keep_out, roots=roots)
-        return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=None,
-                                 environ=environ, base_env=host_base_env(os.environ), fail_closed=fail_closed_env(),
-                                 watch=watch, listener="remote", event_label=_event_label(agent, request.event, payload))
+        dialect = resolve_dialect(request.agent, payload)
+        agent = dialect.name
+        payloads = [payload]
+        with contextlib.suppress(Exception):  # an event it cannot resolve: dispatch_bytes answers that
+            payloads.append(dialect.canonical_payload(dialect.resolve_event(request.event, payload), payload))
+        fence = make_fence(self.keep_out(secrets), roots, transcript_roots)
+        environ, fenced = remote_environ(request.env, payloads, request.cwd, os.environ, fence)
+        with self.project_slot(project_root(payload, environ), REMOTE_PER_PROJECT):
+            return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=None,
+                                     environ=environ, base_env=host_base_env(os.environ),
+                                     fail_closed=fail_closed_env(), watch=watch, listener="remote",
+                                     event_label=_event_label(agent, request.event, payload),
+                                     transcripts=fenced.transcripts)
+
+    @contextlib.contextmanager
+    def project_slot(self, root: Path, limit: int) -> Iterator[None]:
+        """Hold one of ``limit`` places of ``root`` for a dispatch: one project's events (a
+        repository whose hooks stall, a flood from one caller) never take every worker.
+
+        Raises:
+            Busy: ``limit`` dispatches of ``root`` are in flight already; nothing has run.
+        """
+        key = str(root)
+        with self._projects_lock:
+            held = self._projects.get(key, 0)
+            if held >= limit:
+                raise Busy(f"{held} events of the project {_shown_path(key)} are in flight already "
+                           f"(at most {limit} a project at once)")
+            self._projects[key] = held + 1
+        try:
+            yield
+        finally:
+            with self._projects_lock:
+                left = self._projects.pop(key) - 1
+                if left:
+                    self._projects[key] = left
 
     def run_dispatch(
         self, event: str | None, raw: bytes, *, agent: str | None, answered_as: str, settings: Settings | None,
         environ: Mapping[str, str], base_env: Mapping[str, str], fail_closed: bool, watch: Watch | None = None,
-        listener: str = "local", event_label: str = "unknown",
+        listener: str = "local", event_label: str = "unknown", transcripts: Mapping[str, str] | None = None,
     ) -> tuple[AgentAnswer, str]:
         """Answer one event through :func:`dispatch_bytes` with the daemon's shared sandboxes.
 
@@ -570,6 +690,8 @@ class Daemon:
             fail_closed: block (exit 2) on an internal error.
             watch: lets the HTTP handler cancel the dispatch.
             listener, event_label: how the dispatch is counted in the metrics.
+            transcripts: remote mode: the only transcripts mounted, each as the
+                real file the keep-out judged (None: as in-process).
         """
         factory = self._factory_for(base_env)
 
@@ -582,7 +704,7 @@ class Daemon:
 
         def make_executor(settings: Settings) -> HookExecutor:
             executor = HookExecutor(settings, sandbox_factory=factory, environ=environ, cancel=watch.cancel,
-                                    on_records=observe)
+                                    on_records=observe, transcripts=transcripts)
             watch.executors.append(executor)
             return executor
 
@@ -718,7 +840,16 @@ class Daemon:
 
         @app.post("/dispatch")
         async def dispatch(request: DispatchRequest, http: Request) -> JSONResponse:
-            return await answer_watching(functools.partial(self.answer, request), http)
+            if self._local_in_flight >= MAX_IN_FLIGHT:  # never queued behind what is in flight
+                detail = f"{self._local_in_flight} dispatches are in flight already (at most {MAX_IN_FLIGHT})"
+                logger.info("left to the caller (in-process): %s", detail)
+                self.metrics.dispatched("local", _agent_label(request.agent), "unknown", "refused", None)
+                return JSONResponse({"detail": detail}, status_code=409)
+            self._local_in_flight += 1
+            try:
+                return await answer_watching(functools.partial(self.answer, request), http)
+            finally:
+                self._local_in_flight -= 1
 
         return app
 
@@ -834,6 +965,9 @@ class Daemon:
 
         self._remote_task.add_done_callback(ended)
         logger.info("hookcage %s answering on %s (remote mode, bearer token required)", __version__, address)
+        if not remote.project_roots:
+            logger.warning("no --project-root: a TCP caller may name any directory this service can read as its "
+                           "project, outside its own files (docs/service.md#every-path-a-request-names)")
         await local.serve(sockets=[sock])
         if failed:
             raise DaemonError(failed[0])  # exit 1, not the 0 of a requested stop

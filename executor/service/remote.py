@@ -26,7 +26,8 @@ How this works:
    settings, the caller's project), ``GET /health``, ``GET /metrics``
    (Prometheus text) and ``GET /openapi.json``. A body that is not JSON is
    400, one that lacks fields or has the wrong types 422, each with a
-   one-line ``detail``.
+   one-line ``detail``. Every path a dispatch names passes the keep-out
+   (:mod:`executor.service.keepout`): malformed is 400, out of bounds 403.
 """
 
 from __future__ import annotations
@@ -86,6 +87,14 @@ class RemoteOptions:
     max_queue: int = DEFAULT_MAX_QUEUE
     project_roots: tuple[Path, ...] = ()
     """The directories a remote caller's project must lie in (``--project-root``); any when empty."""
+    transcript_roots: tuple[Path, ...] = ()
+    """Where a caller's transcripts may lie outside its project (``--transcript-root``); none when empty."""
+    token_file: Path | None = None
+    """The token's file, if the token came from one: no request path may lead to it."""
+
+    def secrets(self) -> tuple[Path, ...]:
+        """The service's own files no request path may lead to (token and TLS files)."""
+        return tuple(path for path in (self.token_file, self.tls_cert, self.tls_key) if path is not None)
 
     @property
     def tls(self) -> bool:
@@ -105,6 +114,10 @@ class RemoteOptions:
         for root in self.project_roots:
             if not root.is_absolute() or not root.is_dir():
                 raise ServiceConfigError(f"--project-root must be an existing directory given as an absolute path: {root}")
+        for root in self.transcript_roots:
+            if not root.is_absolute() or not root.is_dir():
+                raise ServiceConfigError(
+                    f"--transcript-root must be an existing directory given as an absolute path: {root}")
         if self.tls_cert is not None and self.tls_key is not None:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             try:
@@ -334,8 +347,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 _DISPATCH_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
-    400: {"model": Detail, "description": "The body is not JSON; nothing ran"},
-    409: {"model": Detail, "description": "Refused (another protocol, unknown agent, a relative path, "
+    400: {"model": Detail, "description": "The body is not JSON, or a path it names is malformed (relative, "
+                                          "a NUL byte, not UTF-8, too long, '..'); nothing ran"},
+    403: {"model": Detail, "description": "A path it names leads where the caller may not go (the service's "
+                                          "own files, outside its project or the project roots); nothing ran"},
+    409: {"model": Detail, "description": "Refused (another protocol, unknown agent, "
                                           "a project directory the service cannot see); nothing ran"},
     413: {"model": Detail, "description": "The body is over --max-body bytes; nothing ran"},
     415: {"model": Detail, "description": "The Content-Type is not application/json; nothing ran"},
@@ -377,8 +393,10 @@ def build_remote_app(daemon: Daemon, options: RemoteOptions, address: str) -> Ga
         """
         if await http.is_disconnected():
             return JSONResponse({"detail": "cancelled: the caller hung up"}, status_code=499)
-        return await answer_watching(lambda watch: daemon.answer_remote(request, watch, roots=options.project_roots),
-                                     http, local=False)
+        return await answer_watching(
+            lambda watch: daemon.answer_remote(request, watch, roots=options.project_roots,
+                                               transcript_roots=options.transcript_roots, secrets=options.secrets()),
+            http, local=False)
 
     @app.get("/metrics", response_class=Response, responses={**_ERRORS, 200: {
         "content": {"text/plain": {"schema": {"type": "string"}}},

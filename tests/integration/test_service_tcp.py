@@ -283,6 +283,7 @@ def _free_port() -> int:
     (["--tls-cert", "{tmp}/hookcage-token"], {"HOOKCAGE_TOKEN": TOKEN}, "--tls-cert and --tls-key go together"),
     (["--tls-cert", "{tmp}/hookcage-token", "--tls-key", "{tmp}/hookcage-token"], {"HOOKCAGE_TOKEN": TOKEN}, "do not load as a PEM certificate and its private key"),
     (["--project-root", "relative/dir"], {"HOOKCAGE_TOKEN": TOKEN}, "--project-root must be an existing directory"),
+    (["--transcript-root", "relative/dir"], {"HOOKCAGE_TOKEN": TOKEN}, "--transcript-root must be an existing directory"),
 ])
 def test_serve_refuses_to_start_with_one_line_and_listens_nowhere(
     tmp_path: Path, args: list[str], env: dict[str, str], message: str

@@ -8,6 +8,7 @@ and project. Facts about Claude Code's files from code.claude.com/docs/en/settin
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -253,7 +254,8 @@ def test_every_hook_runs_knowing_it_is_a_hook(box: Box) -> None:
     ex = box.executor()
     box.trust_all(ex)
     dispatch(ex, "claude", box.payload())
-    assert box.ran[0].env[IN_HOOK_VAR] == "1"
+    pid, fd, nonce = box.ran[0].env[IN_HOOK_VAR].split(":")
+    assert (int(pid), len(nonce)) == (os.getpid(), 32) and fd.isdigit()  # the marker this executor holds
 
 
 # -- records made before agents' files were read still match ---------------------------------

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from executor.errors import TrustStoreError
+from executor import places
+from executor.errors import OwnDirInProject, TrustStoreError
 from executor.executor import HookExecutor
 from executor.sandbox import FakeSandbox
 from executor.settings import load_settings
@@ -96,13 +97,13 @@ def test_review_refuses_a_trust_file_inside_the_checkout(checkout: Checkout) -> 
 
 
 def test_a_trust_store_inside_the_checkout_is_never_read(checkout: Checkout) -> None:
-    """HOOKCAGE_HOME in the checkout (e.g. $CI_PROJECT_DIR/.hookcage-home): the pull request plants trust.json."""
+    """HOOKCAGE_HOME in the checkout (e.g. $CI_PROJECT_DIR/.hookcage-home): the pull request plants trust.json
+    (and config.toml, the allow-list): nothing runs, the event is refused (issue 21)."""
     home = checkout.root / ".hookcage-home"
     checkout.write_export(home / "trust.json")
-    answer = checkout.dispatch(home)
+    with pytest.raises(OwnDirInProject, match=r"HOOKCAGE_HOME \(.*\.hookcage-home\) is inside the project"):
+        checkout.dispatch(home)
     assert checkout.fake.requests == []
-    assert f"trust store {home / 'trust.json'} is inside the project" in (answer.system_message or "")
-    assert "set HOOKCAGE_HOME to a folder outside it" in (answer.system_message or "")
 
 
 def test_a_project_that_holds_the_home_folder_keeps_its_default_store(
@@ -110,6 +111,7 @@ def test_a_project_that_holds_the_home_folder_keeps_its_default_store(
 ) -> None:
     """An agent started in ~: the store under ~ is the user's own, not a file of a checkout."""
     monkeypatch.setenv("HOME", str(checkout.root))
+    monkeypatch.setattr(places, "_real_home", lambda: str(checkout.root))  # the home the system records
     home = checkout.root / ".config" / "hookcage"
     checkout.write_export(home / "trust.json")
     checkout.dispatch(home)

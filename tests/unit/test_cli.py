@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from support import allow, commands_in
 
+from executor import in_hook
 from executor.dialects import DIALECTS, agent_names
 
 HOOKCAGE = shutil.which("hookcage")
@@ -35,6 +37,8 @@ class Cli:
             "HOME": str(tmp),
             "HOOKCAGE_HOME": str(self.home),
             "HOOKCAGE_MANAGED_DIR": str(tmp / "managed"),
+            # the checkout under test, when it is not the installed one
+            **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ},
         }
 
     def user_hooks(self, data: dict[str, Any] | str) -> Path:
@@ -385,9 +389,44 @@ def test_a_host_hook_whose_script_calls_hookcage_dispatch_does_not_recurse(cli: 
 
 
 def test_hookcage_dispatch_inside_a_hook_answers_at_once(cli: Cli) -> None:
-    proc = cli.run("dispatch", "Stop", stdin=b"not even json", HOOKCAGE_IN_HOOK="1")
+    # This process stands for the hookcage that runs the hook: it holds the marker the value names.
+    marker = in_hook.Marker()
+    try:
+        proc = cli.run("dispatch", "Stop", stdin=b"not even json", HOOKCAGE_IN_HOOK=marker.value())
+    finally:
+        marker.close()
     assert (proc.returncode, proc.stdout) == (0, "{}\n")
     assert "called from inside a hook" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["1", "true", f"{os.getpid()}:0:{'0' * 32}"])
+def test_in_hook_set_in_the_agents_environment_silences_no_hook(cli: Cli, tmp_path: Path, value: str) -> None:
+    """The attack: a repository's `env` (applied by the agent) sets HOOKCAGE_IN_HOOK, or a hook's value
+    is copied there, to switch hookcage off. The managed guard and the user's hook still run."""
+    managed, marker = tmp_path / "managed", tmp_path / "marks"
+    managed.mkdir()
+    marker.mkdir()
+    guard = host_hook("Stop", f"touch {marker}/managed")
+    (managed / "hooks.json").write_text(json.dumps(guard))
+    allow(cli.home, [f"touch {marker}/managed", f"touch {marker}/user"])
+    (cli.home / "hooks.json").write_text(json.dumps(host_hook("Stop", f"touch {marker}/user")))
+    proc = cli.run("dispatch", "Stop", stdin=json.dumps({"session_id": "s"}), HOOKCAGE_IN_HOOK=value)
+    assert proc.returncode == 0 and "called from inside a hook" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[0] == ("hookcage: HOOKCAGE_IN_HOOK is set, but not by a hook hookcage runs: "
+                                           "ignored, every hook runs")
+    assert sorted(p.name for p in marker.iterdir()) == ["managed", "user"]
+
+
+def test_a_hook_s_value_proves_nothing_once_its_hookcage_is_done(cli: Cli, tmp_path: Path) -> None:
+    """A value leaked out of a hook's environment is dead when the run ends (the marker is closed)."""
+    leak = tmp_path / "leaked"
+    cli.user_hooks(host_hook("Stop", f"printenv HOOKCAGE_IN_HOOK > {leak}"))
+    assert cli.run("dispatch", "Stop", stdin=json.dumps({"session_id": "s"})).returncode == 0
+    value = leak.read_text().strip()
+    assert value.count(":") == 2
+    assert not in_hook.genuine(value)  # not an ancestor of this process, and closed
+    proc = cli.run("dispatch", "Stop", stdin=json.dumps({"session_id": "s"}), HOOKCAGE_IN_HOOK=value)
+    assert "not by a hook hookcage runs" in proc.stderr
 
 
 @pytest.mark.parametrize("agent", ["gemini", "cursor", "copilot", "grok", "infer"])
@@ -400,3 +439,26 @@ def test_install_refuses_an_agent_it_cannot_take_over_and_writes_nothing(cli: Cl
     assert first.startswith(f"hookcage: cannot take {agent} over") and "cannot be taken over" in first
     assert "outside hookcage" in first or "runs" in first
     assert list(home.iterdir()) == []  # refused: nothing written, no routing added unasked
+
+
+def test_the_in_hook_proof_is_checked_piece_by_piece(tmp_path: Path) -> None:
+    """What a forger could try: an ancestor's pid with a made-up fd or nonce, this process's own
+    marker (not an ancestor of itself), a marker that is closed, garbage."""
+    marker = in_hook.Marker()
+    value = marker.value()
+    pid, fd, nonce = value.split(":")
+    child = "import sys; from executor import in_hook; print(in_hook.genuine(sys.argv[1]))"
+
+    def in_child(v: str) -> str:
+        return subprocess.run([sys.executable, "-c", child, v], capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+
+    try:
+        assert in_child(value) == "True"
+        assert not in_hook.genuine(value)  # this process is not its own ancestor
+        for forged in (f"{pid}:{fd}:{'0' * 32}", f"{pid}:{int(fd) + 1}:{nonce}", f"1:{fd}:{nonce}",
+                       f"{os.getppid()}:{fd}:{nonce}", "1", "", f"{pid}:{fd}", f"{pid}:{fd}:{nonce}:x", "a:b:c"):
+            assert in_child(forged) == "False", forged
+    finally:
+        marker.close()
+    assert in_child(value) == "False"  # closed: the hooks are done

@@ -55,7 +55,8 @@ def split_imported(stderr: str) -> tuple[str, list[str]]:
 
 
 def not_stdlib(modules: list[str]) -> list[str]:
-    ours = {"executor", "executor.core", "executor.core.envnames", "executor.service", "executor.service.client", "executor.entry"}
+    ours = {"executor", "executor.core", "executor.core.envnames", "executor.service", "executor.service.client",
+            "executor.entry", "executor.in_hook"}
     return [m for m in modules if m not in ours and m.split(".")[0] not in sys.stdlib_module_names]
 
 

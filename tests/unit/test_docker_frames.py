@@ -574,6 +574,28 @@ def test_transcript_is_skipped_when_missing_or_a_symlink(project: Path, tmp_path
         assert [m["Target"] for m in host["mounts"]] == [str(project)]
 
 
+def test_a_judged_transcript_is_bound_from_its_real_path_only_while_it_still_is_one(
+    project: Path, tmp_path: Path
+) -> None:
+    # The service's keep-out resolved the caller's path; the bind uses that real file, and a
+    # directory on the way swapped for a symlink since (a TOCTOU) means no transcript at all.
+    real = tmp_path / "logs" / "t.jsonl"
+    real.parent.mkdir()
+    real.write_text("{}\n")
+    _, host = args_for(project, transcript_path=str(project / "t.jsonl"), transcript_source=str(real))
+    by_target = {m["Target"]: m for m in host["mounts"]}
+    assert by_target[str(project / "t.jsonl")]["Source"] == str(real)
+    assert by_target[str(project / "t.jsonl")]["ReadOnly"] is True
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "t.jsonl").write_text("secret\n")
+    real.unlink()
+    real.parent.rmdir()
+    real.parent.symlink_to(secret)
+    _, host = args_for(project, transcript_path=str(project / "t.jsonl"), transcript_source=str(real))
+    assert [m["Target"] for m in host["mounts"]] == [str(project)]
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

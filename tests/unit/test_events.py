@@ -283,3 +283,13 @@ def test_common_fields_must_be_strings(field: str, value: Any) -> None:
 def test_common_fields_are_checked_on_tool_events_too() -> None:
     with pytest.raises(PayloadError, match="'cwd' must be a string"):
         check_payload(get_event("PreToolUse"), {**TOOL_PAYLOAD, "cwd": ["/etc"]})
+
+
+@pytest.mark.parametrize("field", ["cwd", "transcript_path", "session_id"])
+@pytest.mark.parametrize("odd", ["/work\x00/app", "/work/\ud800"])
+def test_a_path_no_file_system_has_is_a_payload_error_not_an_internal_one(field: str, odd: str) -> None:
+    # issue 21: a NUL byte or a lone surrogate in the payload's cwd was an internal error
+    # (ValueError, UnicodeEncodeError from realpath; the session's once-file name) in-process
+    # and on the daemon's socket.
+    with pytest.raises(PayloadError, match=f"payload field '{field}' holds a NUL byte or a lone surrogate"):
+        check_payload(get_event("Stop"), {field: odd})

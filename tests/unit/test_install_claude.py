@@ -38,7 +38,7 @@ def test_user_plan_routes_every_event_but_the_traps_and_wraps_claude() -> None:
     assert data["hooks"]["Stop"] == [{"hooks": [{"type": "command", "command": command}]}]
     assert (wrapper.path, wrapper.mode) == ("/home/u/.local/bin/claude", 0o755)
     script = (wrapper.content or b"").decode()
-    assert is_wrapper(wrapper.content) and "real=/usr/bin/claude" in script
+    assert is_wrapper(wrapper.content) and "fallback=/usr/bin/claude" in script
     assert script.endswith(f'exec "$real" --setting-sources user --settings {settings.path} "$@"\n')
     assert not any("ahead" in n for n in plan.notes)
 
@@ -53,7 +53,7 @@ def test_the_native_installer_s_claude_is_never_replaced() -> None:
     files = {"/home/u/.local/bin/claude": b"\x7fELF native build"}
     plan = CLAUDE.install("user", where(), reader(files), HOOKCAGE)
     assert plan.edits[1].path == "/home/u/.config/hookcage/bin/claude"
-    assert "real=/home/u/.local/bin/claude" in (plan.edits[1].content or b"").decode()
+    assert "fallback=/home/u/.local/bin/claude" in (plan.edits[1].content or b"").decode()
     assert any(n.startswith("put /home/u/.config/hookcage/bin ahead of /home/u/.local/bin") for n in plan.notes)
 
 
@@ -140,3 +140,107 @@ def test_the_wrapper_never_takes_the_agent_from_a_relative_path_entry(tmp_path: 
         out = subprocess.run([str(wrap / "claude"), "-p", "x"], cwd=repo, env={"PATH": path},
                              capture_output=True, text=True, timeout=10)
         assert out.stdout.startswith("real --setting-sources user"), (path, out.stdout, out.stderr)
+
+
+# -- a repository's own `claude` is never the real one (issue 21, class 6) --------------------------
+
+
+def _script(path: Path, said: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho {said} "$@"\n')
+    path.chmod(0o755)
+
+
+def test_install_run_in_a_checkout_with_dot_on_path_records_the_real_claude(tmp_path: Path) -> None:
+    """The attack: `hookcage install claude` run inside a checkout that carries `./claude` (and
+    `node_modules/.bin/claude`), with `.` and that folder on PATH ahead of the real one. The
+    wrapper's fallback is the real claude; run later in the checkout, the wrapper never runs the
+    repository's, even when the real one is gone."""
+    repo, real, user = tmp_path / "checkout", tmp_path / "real", tmp_path / "user"
+    _script(repo / "claude", "repository")
+    _script(repo / "node_modules" / ".bin" / "claude", "repository-bin")
+    _script(real / "claude", "real")
+    user.mkdir()
+    system = "/usr/bin:/bin"
+    path = f".::{repo}/node_modules/.bin:node_modules/.bin:{real}:{system}"
+    env = {**{k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "LANG")}, "PATH": f"{path}:{os.environ['PATH']}",
+           "HOME": str(user), "HOOKCAGE_HOME": str(tmp_path / "hc")}
+    proc = subprocess.run(["hookcage", "install", "claude"], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    wrapper = user / ".local" / "bin" / "claude"
+    script = wrapper.read_text()
+    assert f"fallback={real}/claude\n" in script
+    assert str(repo) not in script
+    for entries in (f"{wrapper.parent}:.:{repo}/node_modules/.bin:{real}:{system}",
+                    f"{wrapper.parent}::node_modules/.bin:{system}"):  # the real one is not on PATH: the fallback
+        out = subprocess.run([str(wrapper), "-p", "x"], cwd=repo, env={"PATH": entries, "HOME": str(user)},
+                             capture_output=True, text=True, timeout=10)
+        assert out.stdout.startswith("real --setting-sources user"), (entries, out.stdout, out.stderr)
+    os.unlink(real / "claude")
+    out = subprocess.run([str(wrapper), "-p", "x"], cwd=repo, env={"PATH": f"{wrapper.parent}:.:{system}",
+                                                                   "HOME": str(user)},
+                         capture_output=True, text=True, timeout=10)
+    assert (out.returncode, out.stdout) == (127, ""), out.stdout
+    assert "no claude found on PATH" in out.stderr
+
+
+def test_the_wrapper_never_runs_a_claude_inside_the_directory_it_runs_in(tmp_path: Path) -> None:
+    """At run time: an absolute PATH entry inside the current directory (as named, or through a
+    symlink), or a fallback recorded there, is the repository's, not the agent."""
+    repo, real, wrap = tmp_path / "checkout", tmp_path / "real", tmp_path / "wrap"
+    _script(repo / "bin" / "claude", "repository")
+    _script(real / "claude", "real")
+    (tmp_path / "link").symlink_to(repo / "bin")
+    plan = CLAUDE.install("user", Where(None, str(tmp_path), {"PATH": f"{repo}/bin"}),
+                          reader({f"{repo}/bin/claude": b"#!/bin/sh"}), HOOKCAGE)
+    script = next(e for e in plan.edits if e.mode == 0o755).content or b""
+    assert f"fallback={repo}/bin/claude".encode() in script  # as an install elsewhere recorded it
+    _script(wrap / "claude", "unused")
+    (wrap / "claude").write_bytes(script)
+    system = "/usr/bin:/bin"
+
+    def run(path: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(wrap / "claude")], cwd=cwd, env={"PATH": path, "HOME": str(tmp_path / "u")},
+                              capture_output=True, text=True, timeout=10)
+
+    assert run(f"{wrap}:{repo}/bin:{real}:{system}", repo).stdout.startswith("real ")
+    assert run(f"{wrap}:{tmp_path}/link:{real}:{system}", repo).stdout.startswith("real ")
+    assert run(f"{wrap}:{system}", repo).returncode == 127  # the fallback is in here: not taken
+    assert run(f"{wrap}:{system}", repo / "bin").returncode == 127
+    (tmp_path / "elsewhere").mkdir()
+    assert run(f"{wrap}:{system}", tmp_path / "elsewhere").stdout.startswith("repository ")  # not this checkout's
+
+
+def test_hookcage_s_own_command_is_never_taken_from_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from executor.places import outside_cwd
+
+    monkeypatch.chdir(tmp_path)
+    assert outside_cwd(f".::bin:{tmp_path}/bin:{tmp_path}:/usr/bin:/bin") == "/usr/bin:/bin"
+
+
+def test_what_hookcage_runs_or_registers_from_path_is_never_the_checkouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The siblings of install's fallback: the compiler of the statx shim and debootstrap (run at an
+    image build), and the runsc `setup runsc` registers with dockerd (run as root by every container)."""
+    from executor.cli import shutil_which
+    from executor.sandbox.debootstrap import system_debootstrap
+    from executor.sandbox.images import shim_compiler
+
+    for name in ("cc", "debootstrap", "runsc", "mycc"):
+        _script(tmp_path / name, "repository")
+        _script(tmp_path / "bin" / name, "repository")
+    monkeypatch.chdir(tmp_path)
+    path = f".::bin:{tmp_path}/bin"
+    monkeypatch.setenv("PATH", path)
+    assert shim_compiler({"PATH": path}) is None
+    assert shim_compiler({"PATH": path, "CC": "./mycc -O2"}) is None
+    assert shim_compiler({"PATH": path, "CC": "mycc"}) is None
+    assert system_debootstrap(path) is None
+    assert shutil_which("runsc") is None
+    _script(tmp_path.parent / f"{tmp_path.name}-sys" / "cc", "system")
+    assert shim_compiler({"PATH": f"{path}:{tmp_path.parent}/{tmp_path.name}-sys"}) == \
+        f"{tmp_path.parent}/{tmp_path.name}-sys/cc"

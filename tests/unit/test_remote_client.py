@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import trustme
 
+from executor import in_hook
 from executor.service import client
 
 PY = sys.executable
@@ -159,7 +160,8 @@ def agent_env(tmp_path: Path, url: str, **extra: str) -> dict[str, str]:
     """An agent's environment: the service's address and token, a home with nothing in it."""
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HOOKCAGE_HOME": str(tmp_path / "hchome"),
            "HOOKCAGE_URL": url, "HOOKCAGE_TOKEN": TOKEN, "CLAUDE_PROJECT_DIR": str(tmp_path),
-           "AWS_SECRET_ACCESS_KEY": "not-for-the-service", "HOOKCAGE_MEMORY": "1g"}
+           "AWS_SECRET_ACCESS_KEY": "not-for-the-service", "HOOKCAGE_MEMORY": "1g",
+           **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}  # the checkout under test
     env.update(extra)
     return {k: v for k, v in env.items() if v != "<unset>"}
 
@@ -175,7 +177,7 @@ def run_agent(args: list[str], env: dict[str, str], stdin: bytes = b'{"tool_name
 
 def not_stdlib(modules: list[str]) -> list[str]:
     ours = {"executor", "executor.core", "executor.core.envnames", "executor.service", "executor.service.client",
-            "executor.entry"}
+            "executor.entry", "executor.in_hook"}
     return [m for m in modules if m not in ours and m.split(".")[0] not in sys.stdlib_module_names]
 
 
@@ -420,9 +422,26 @@ def test_other_dispatch_arguments_are_not_answered_in_process(service: FakeServi
 
 
 def test_a_hook_calling_hookcage_is_answered_at_once(service: FakeService, tmp_path: Path) -> None:
-    env = agent_env(tmp_path, service.url(), HOOKCAGE_IN_HOOK="1")
-    assert run_agent(["dispatch", "Stop"], env)[:2] == (0, "{}\n")
+    # This process stands for the hookcage that runs the hook: it holds the marker the value names.
+    marker = in_hook.Marker()
+    try:
+        env = agent_env(tmp_path, service.url(), HOOKCAGE_IN_HOOK=marker.value())
+        assert run_agent(["dispatch", "Stop"], env)[:2] == (0, "{}\n")
+    finally:
+        marker.close()
     assert service.received == []
+
+
+@pytest.mark.parametrize("value", ["1", "yes", f"{os.getpid()}:3:{'0' * 32}", "1:0:" + "a" * 32])
+def test_an_agent_environment_that_says_in_hook_is_answered_by_the_service(
+    service: FakeService, tmp_path: Path, value: str
+) -> None:
+    """HOOKCAGE_IN_HOOK set by a repository's `env` (or copied from a hook) no longer silences the
+    service's hooks: the value proves nothing here, so the event goes to the service."""
+    code, _, err, _ = run_agent(["dispatch", "Stop"], agent_env(tmp_path, service.url(), HOOKCAGE_IN_HOOK=value))
+    assert (code, err.splitlines()[0]) == (2, "hookcage: HOOKCAGE_IN_HOOK is set, but not by a hook hookcage runs: "
+                                              "ignored, every hook runs")
+    assert len(service.received) == 1
 
 
 def test_without_dependencies_other_commands_say_so_in_one_line(tmp_path: Path) -> None:

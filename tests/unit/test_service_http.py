@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 import uvicorn
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from support import allow
 
@@ -260,6 +262,7 @@ def test_a_dispatch_answers_as_in_process_with_the_services_own_settings(
     assert json.loads(answer["stdout"])["hookSpecificOutput"]["additionalContext"] == "context from the service's hook"
     [run] = service.sandbox.requests
     assert run.project_dir == str(service.project) and run.cwd == str(service.project)
+    assert "CLAUDE_ENV_FILE" not in run.env and run.binds == ()  # the caller's env-file is no path of the service
     [record] = service.log()  # the service's log, although the caller said HOOKCAGE_LOG_RUNS=false
     assert (record["outcome"], record["exit_code"], record["command"]) == ("ran", 0, "echo context")
     assert not elsewhere.exists()
@@ -282,8 +285,9 @@ def test_the_project_comes_from_the_callers_project_variable(service: Service, t
     (other / ".hookcage" / "hooks.json").write_text(json.dumps(
         {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo context"}]}]}}))
     allow(service.home, ["echo context"])
+    (other / "sub").mkdir()
     service.start()
-    status, answer = service.dispatch(service.prompt(), env={"CLAUDE_PROJECT_DIR": str(other)})
+    status, answer = service.dispatch(service.prompt(cwd=str(other / "sub")), env={"CLAUDE_PROJECT_DIR": str(other)})
     assert status == 200 and answer["exit_code"] == 0
     assert "not trusted yet" in answer["stdout"]  # the other project's hook was found, and not run
     assert service.sandbox.requests == []
@@ -291,24 +295,24 @@ def test_the_project_comes_from_the_callers_project_variable(service: Service, t
     assert (record["outcome"], record["skip_reason"], record["scope"]) == ("skipped", "untrusted", "project")
 
 
-@pytest.mark.parametrize(("fields", "payload", "reason"), [
-    ({"protocol": 2}, {}, "protocol 2"),
-    ({"agent": "no-such-agent"}, {}, "unknown agent 'no-such-agent'"),
-    ({"env": {"CLAUDE_PROJECT_DIR": "relative/dir"}}, {}, "is not an absolute path"),
-    ({}, {"cwd": "relative"}, "is not an absolute path"),
-    ({"env": {"CLAUDE_PROJECT_DIR": "/no/such/project/here"}}, {}, "does not exist on the hookcage service"),
-    ({}, {"cwd": "/no/such/project/here"}, "does not exist on the hookcage service"),
-    ({}, {"cwd": None}, "the caller has no working directory"),
-    ({}, {"transcript_path": "relative.jsonl"}, "transcript_path"),
+@pytest.mark.parametrize(("fields", "payload", "code", "reason"), [
+    ({"protocol": 2}, {}, 409, "protocol 2"),
+    ({"agent": "no-such-agent"}, {}, 409, "unknown agent 'no-such-agent'"),
+    ({"env": {"CLAUDE_PROJECT_DIR": "relative/dir"}}, {}, 400, "is not an absolute path"),
+    ({}, {"cwd": "relative"}, 400, "is not an absolute path"),
+    ({"env": {"CLAUDE_PROJECT_DIR": "/no/such/project/here"}}, {}, 409, "does not exist on the hookcage service"),
+    ({}, {"cwd": "/no/such/project/here"}, 409, "does not exist on the hookcage service"),
+    ({}, {"cwd": None}, 409, "the caller has no working directory"),
+    ({}, {"transcript_path": "relative.jsonl"}, 400, "transcript_path"),
 ])
-def test_refusals_are_409_with_a_detail_and_run_nothing(
-    service: Service, fields: dict[str, Any], payload: dict[str, Any], reason: str
+def test_refusals_are_4xx_with_a_detail_and_run_nothing(
+    service: Service, fields: dict[str, Any], payload: dict[str, Any], code: int, reason: str
 ) -> None:
     service.user_hooks(UserPromptSubmit=["echo context"])
     service.start()
     prompt = {k: v for k, v in service.prompt(**payload).items() if v is not None}
     status, answer = service.dispatch(prompt, **fields)
-    assert status == 409 and set(answer) == {"detail"} and reason in answer["detail"]
+    assert status == code and set(answer) == {"detail"} and reason in answer["detail"]
     assert service.sandbox.requests == [] and service.log() == []
     assert value(service.metrics(), "hookcage_dispatches_total", outcome="refused") == 1
 
@@ -321,8 +325,8 @@ def test_a_project_holding_the_services_home_or_the_docker_socket_is_refused(
     service.user_hooks(UserPromptSubmit=["echo context"])
     service.start()
     project = where.format(tmp=tmp_path)
-    status, answer = service.dispatch(service.prompt(), env={"CLAUDE_PROJECT_DIR": project})
-    assert status == 409 and f"the project directory {os.path.realpath(project)} contains " in answer["detail"]
+    status, answer = service.dispatch(service.prompt(cwd=project), env={"CLAUDE_PROJECT_DIR": project})
+    assert status == 403 and f"the project directory {os.path.realpath(project)} contains " in answer["detail"]
     assert service.sandbox.requests == [] and service.log() == []
 
 
@@ -332,7 +336,7 @@ def test_project_roots_limit_what_a_caller_may_name(service: Service, tmp_path: 
     elsewhere.mkdir()
     service.start(project_roots=(service.project.parent / "project",))
     status, answer = service.dispatch(service.prompt(cwd=str(elsewhere)))
-    assert status == 409 and "is outside the service's project roots" in answer["detail"]
+    assert status == 403 and "is outside the service's project roots" in answer["detail"]
     inside = service.project / "sub"
     inside.mkdir()
     assert service.dispatch(service.prompt(cwd=str(inside)))[0] == 200
@@ -656,3 +660,280 @@ def test_a_tcp_listener_that_dies_stops_the_service_with_an_error(
     with pytest.raises(DaemonError, match=r"the TCP listener on http://127\.0\.0\.1:\d+ stopped: .*No such file or directory"):
         daemon.serve(log_level="warning", warm=False, remote=Vanished("127.0.0.1", 0, TOKEN))
     assert not (tmp_path / "home" / "hookcage.sock").exists()
+
+
+# -- the keep-out: every path a remote request names (issue 21) -------------------------
+
+
+def _transcript_prompt(service: Service, transcript: str, **fields: Any) -> dict[str, Any]:
+    return service.prompt(transcript_path=transcript, **fields)
+
+
+def _secrets(service: Service, tmp_path: Path) -> dict[str, Path]:
+    token_file = tmp_path / "service-user" / "token"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
+    (service.home / "trust.json").write_text('{"secret": "TRUST-STORE-CONTENT"}')
+    other = tmp_path / "tenants" / "other"
+    other.mkdir(parents=True)
+    (other / "secret.txt").write_text("OTHER-TENANT-SECRET")
+    return {"token": token_file, "trust": service.home / "trust.json", "other": other / "secret.txt"}
+
+
+@pytest.mark.parametrize("target", ["token", "trust", "other"])
+def test_a_transcript_naming_the_services_secrets_is_refused_and_nothing_is_mounted(
+    service: Service, tmp_path: Path, target: str
+) -> None:
+    # The attack: a token holder names the service's own files as its transcript; a hook that
+    # reads the transcript would hand them back.
+    secrets = _secrets(service, tmp_path)
+    service.user_hooks(UserPromptSubmit=["cat-transcript"])
+    service.start(token_file=secrets["token"])
+    status, answer = service.dispatch(_transcript_prompt(service, str(secrets[target])))
+    assert status == 403 and set(answer) == {"detail"}
+    assert "transcript_path" in answer["detail"] and "\n" not in answer["detail"]
+    assert service.sandbox.requests == [] and service.log() == []
+
+
+def test_another_tenants_project_under_the_project_roots_is_refused_even_when_absent(
+    service: Service, tmp_path: Path
+) -> None:
+    secrets = _secrets(service, tmp_path)
+    service.user_hooks(UserPromptSubmit=["cat-transcript"])
+    mine = tmp_path / "tenants" / "mine"
+    mine.mkdir()
+    service.start(project_roots=(tmp_path / "tenants",))
+    for transcript in (secrets["other"], tmp_path / "tenants" / "other" / "not-yet.jsonl"):
+        status, answer = service.dispatch(_transcript_prompt(service, str(transcript), cwd=str(mine)))
+        assert status == 403 and "outside the request's project" in answer["detail"]
+    assert service.sandbox.requests == []
+
+
+@pytest.mark.parametrize("how", ["file", "folder"])
+def test_a_symlink_in_the_project_to_the_token_file_is_refused(
+    service: Service, tmp_path: Path, how: str
+) -> None:
+    secrets = _secrets(service, tmp_path)
+    service.user_hooks(UserPromptSubmit=["cat-transcript"])
+    if how == "file":
+        (service.project / "t.jsonl").symlink_to(secrets["token"])
+        transcript = service.project / "t.jsonl"
+    else:  # a directory on the way: lstat of the last component alone sees a regular file
+        (service.project / "logs").symlink_to(secrets["token"].parent)
+        transcript = service.project / "logs" / "token"
+    service.start(token_file=secrets["token"])
+    status, answer = service.dispatch(_transcript_prompt(service, str(transcript)))
+    assert status == 403 and f"really {secrets['token']}" in answer["detail"]
+    assert service.sandbox.requests == []
+
+
+def test_a_transcript_in_the_project_is_bound_from_its_real_path(service: Service) -> None:
+    service.user_hooks(UserPromptSubmit=["cat-transcript"])
+    (service.project / ".t").mkdir()
+    (service.project / ".t" / "s1.jsonl").write_text("{}\n")
+    (service.project / "t.jsonl").symlink_to(service.project / ".t" / "s1.jsonl")
+    service.start()
+    for named in (service.project / ".t" / "s1.jsonl", service.project / "t.jsonl"):
+        assert service.dispatch(_transcript_prompt(service, str(named)))[0] == 200
+        request = service.sandbox.requests[-1]
+        assert request.transcript_path == str(named)
+        assert request.transcript_source == os.path.realpath(service.project / ".t" / "s1.jsonl")
+
+
+def test_a_transcript_the_service_cannot_see_is_passed_as_text_and_never_mounted(service: Service) -> None:
+    # The agent's own transcript in its own container (~/.claude/projects/...): no such file here.
+    service.user_hooks(UserPromptSubmit=["cat-transcript"])
+    service.start()
+    status, _ = service.dispatch(_transcript_prompt(service, "/root/.claude/projects/-work-app/s1.jsonl"))
+    assert status == 200
+    [request] = service.sandbox.requests
+    assert request.transcript_path is None and request.transcript_source is None
+    assert b"/root/.claude/projects/-work-app/s1.jsonl" in request.stdin  # the payload is the agent's
+
+
+def test_transcript_roots_admit_transcripts_outside_the_project(service: Service, tmp_path: Path) -> None:
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
+    (transcripts / "s1.jsonl").write_text("{}\n")
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text("{}\n")
+    service.user_hooks(UserPromptSubmit=["cat-transcript"])
+    service.start(transcript_roots=(transcripts,))
+    assert service.dispatch(_transcript_prompt(service, str(transcripts / "s1.jsonl")))[0] == 200
+    assert service.sandbox.requests[-1].transcript_source == str(transcripts / "s1.jsonl")
+    status, answer = service.dispatch(_transcript_prompt(service, str(elsewhere)))
+    assert status == 403 and "the service's transcript roots" in answer["detail"]
+
+
+@pytest.mark.parametrize(("field", "where"), [
+    ("agent_transcript_path", "{home}/trust.json"),
+    ("cwd", "{home}"),
+    ("new_cwd", "{tmp}/service-user"),
+    ("worktree_path", "{home}/state"),
+])
+def test_every_path_field_of_the_payload_passes_the_keep_out(
+    service: Service, tmp_path: Path, field: str, where: str
+) -> None:
+    _secrets(service, tmp_path)
+    (service.home / "state").mkdir(exist_ok=True)
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    service.start()
+    path = where.format(home=service.home, tmp=tmp_path)
+    status, answer = service.dispatch(service.prompt(**{field: path}),
+                                      env={"CLAUDE_PROJECT_DIR": str(service.project)})
+    assert status == 403 and field in answer["detail"]
+    assert service.sandbox.requests == []
+
+
+def test_cursors_workspace_roots_cannot_name_another_project_than_the_one_checked(
+    service: Service, tmp_path: Path
+) -> None:
+    # Cursor's canonical cwd is workspace_roots[0]: the executor's root when no variable is set.
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    service.start()
+    payload = {"conversation_id": "c1", "generation_id": "g1", "hook_event_name": "beforeSubmitPrompt",
+               "prompt": "hi", "workspace_roots": [str(tmp_path)], "cwd": str(service.project)}
+    status, answer = service.dispatch(payload, agent="cursor")
+    assert status == 403 and "contains" in answer["detail"]
+    status, answer = service.dispatch(payload, agent="cursor", env={"CLAUDE_PROJECT_DIR": str(service.project)})
+    assert status == 403 and "workspace_roots[0]" in answer["detail"]
+    assert service.sandbox.requests == []
+
+
+def test_the_project_is_pinned_to_the_path_that_was_judged(service: Service) -> None:
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    (service.project / "sub").mkdir()
+    link = service.project.parent / "project-link"
+    link.symlink_to(service.project)
+    service.start()
+    assert service.dispatch(service.prompt(cwd=str(link / "sub")))[0] == 200
+    [request] = service.sandbox.requests
+    assert request.project_dir == os.path.realpath(service.project / "sub")
+    assert request.env["CLAUDE_PROJECT_DIR"] == os.path.realpath(service.project / "sub")
+
+
+ODD_PATHS = [
+    ("a NUL byte", "/work/app\x00/x", 400),
+    ("a lone surrogate", "/work/\ud800app", 400),
+    ("5,000 characters", "/" + "a" * 5000, 400),
+    ("a long component", "/" + "a" * 300, 400),
+    ("relative", "work/app", 400),
+    ("dot-dot", "/work/app/../../etc", 400),
+    ("a number", 5, 400),
+    ("a list", ["/work/app"], 400),
+    ("an object", {"p": "/"}, 400),
+    ("true", True, 400),
+]
+
+
+@pytest.mark.parametrize("field", ["cwd", "transcript_path", "agent_transcript_path", "workspace_roots"])
+@pytest.mark.parametrize(("name", "odd", "code"), ODD_PATHS, ids=[o[0] for o in ODD_PATHS])
+def test_odd_payload_paths_are_one_line_400s(
+    service: Service, field: str, name: str, odd: Any, code: int
+) -> None:
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    service.start()
+    value = [odd] if field == "workspace_roots" else odd
+    raw = json.dumps(service.prompt(**{field: value}), ensure_ascii=True).encode()
+    status, answer = service.dispatch(raw, env={"CLAUDE_PROJECT_DIR": str(service.project)})
+    assert status == code, answer
+    assert set(answer) == {"detail"} and "\n" not in answer["detail"] and len(answer["detail"]) < 400
+    assert service.sandbox.requests == []
+
+
+@pytest.mark.parametrize(("name", "odd", "code"), [o for o in ODD_PATHS if isinstance(o[1], str)],
+                         ids=[o[0] for o in ODD_PATHS if isinstance(o[1], str)])
+@pytest.mark.parametrize("where", ["env", "cwd"])
+def test_odd_project_paths_are_one_line_4xx(service: Service, where: str, name: str, odd: str, code: int) -> None:
+    # issue 21, class 8: these were HTTP 500.
+    service.user_hooks(UserPromptSubmit=["echo context"])
+    service.start()
+    payload = {k: v for k, v in service.prompt().items() if k != "cwd"}
+    fields = {"env": {"CLAUDE_PROJECT_DIR": odd}} if where == "env" else {"cwd": odd}
+    body = {"version": __version__, "payload_b64": base64.b64encode(json.dumps(payload).encode()).decode(),
+            **fields}
+    status, _, data = service.call("POST", "/dispatch", json.dumps(body, ensure_ascii=True).encode())
+    assert 400 <= status < 500, data
+    answer = json.loads(data)
+    assert set(answer) == {"detail"} and "\n" not in answer["detail"]
+    assert service.sandbox.requests == []
+
+
+_PIECES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["..", ".", "", "\x00", "\ud800", "\udcff", "a" * 300, "home", "trust.json", "project",
+                     "service-user", "token", "tenants", "proc", "self", "root", "run", "docker.sock"]),
+)
+_PATHS = st.one_of(
+    st.lists(_PIECES, max_size=6).map(lambda parts: "/".join(parts)),
+    st.lists(_PIECES, max_size=6).map(lambda parts: "/" + "/".join(parts)),
+    st.sampled_from(["{tmp}", "{tmp}/home", "{tmp}/home/trust.json", "{tmp}/project", "{tmp}/project/link",
+                     "{tmp}/project/logs/token", "{tmp}/service-user/token", "/", "/" + "a" * 5000]),
+)
+_ODD = st.one_of(_PATHS, st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                 st.lists(_PATHS, max_size=3), st.dictionaries(st.text(max_size=4), _PATHS, max_size=2))
+_FIELDS = ("cwd", "transcript_path", "agent_transcript_path", "workspace_roots", "new_cwd", "transcriptPath",
+           "session_id", "workingDirectory")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload_fields=st.dictionaries(st.sampled_from(_FIELDS), _ODD, max_size=4),
+       project=st.one_of(st.none(), _PATHS), cwd=st.one_of(st.none(), _PATHS))
+def test_no_path_a_request_names_gets_a_500_or_leads_out(
+    service: Service, tmp_path: Path, payload_fields: dict[str, Any], project: str | None, cwd: str | None
+) -> None:
+    # Property (issue 21, classes 2 and 8): whatever path fields the body holds, the answer is
+    # 200 or a one-line 4xx, never an exception; a 4xx runs nothing; what runs sees only its project.
+    if service.server is None:
+        _secrets(service, tmp_path)
+        (service.project / "link").symlink_to(service.home / "trust.json")
+        (service.project / "logs").symlink_to(tmp_path / "service-user")
+        service.user_hooks(UserPromptSubmit=["echo context"])
+        service.start(token_file=tmp_path / "service-user" / "token")
+
+    def filled(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace("{tmp}", str(tmp_path))
+        if isinstance(value, list):
+            return [filled(v) for v in value]
+        if isinstance(value, dict):
+            return {k: filled(v) for k, v in value.items()}
+        return value
+
+    payload = {k: v for k, v in service.prompt(**filled(payload_fields)).items() if v is not None}
+    env = {} if project is None else {"CLAUDE_PROJECT_DIR": filled(project)}
+    body = {"version": __version__, "payload_b64": base64.b64encode(json.dumps(payload).encode()).decode(),
+            "env": env, "cwd": filled(cwd)}
+    before = len(service.sandbox.requests)
+    status, _, data = service.call("POST", "/dispatch", json.dumps(body).encode())
+    assert status in (200, 400, 403, 409, 422), data
+    event(f"HTTP {status}")
+    answer = json.loads(data)
+    if status != 200:
+        assert set(answer) == {"detail"} and "\n" not in answer["detail"]
+        assert len(service.sandbox.requests) == before
+        return
+    assert "internal error" not in answer["stdout"] + answer["stderr"], answer
+    for request in service.sandbox.requests[before:]:
+        assert not Path(request.project_dir).is_relative_to(service.home)
+        assert not service.home.is_relative_to(request.project_dir)
+        if request.transcript_source is not None:
+            assert Path(request.transcript_source).is_relative_to(os.path.realpath(request.project_dir))
+
+
+def test_the_engines_credentials_are_kept_out_too(
+    service: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "key.pem").write_text("ENGINE-CLIENT-KEY")
+    (service.service_user / ".docker").mkdir()
+    (service.service_user / ".docker" / "config.json").write_text('{"auths": {}}')
+    (service.project / "docker-config").symlink_to(service.service_user / ".docker")
+    monkeypatch.setenv("DOCKER_CERT_PATH", str(certs))
+    service.user_hooks(UserPromptSubmit=["cat-transcript"])
+    service.start()
+    for transcript in (certs / "key.pem", service.project / "docker-config" / "config.json"):
+        status, answer = service.dispatch(_transcript_prompt(service, str(transcript)))
+        assert status == 403 and "keeps to itself" in answer["detail"], answer
+    assert service.sandbox.requests == []

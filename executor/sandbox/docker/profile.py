@@ -263,14 +263,21 @@ def _mounts(request: RunRequest, paths: PathMap = IDENTITY) -> tuple[list[dict[s
     transcript = request.transcript_path
     if transcript and os.path.isabs(transcript):
         transcript = os.path.normpath(transcript)
+        source = transcript
+        if request.transcript_source is not None:
+            # Judged and resolved by the service's keep-out: bound only if it still is that real,
+            # regular file (a directory on the way swapped for a symlink since is not followed).
+            source = request.transcript_source
+            if os.path.realpath(source) != source:
+                source = ""
         try:
             # lstat: a symlink posing as the transcript could point at a secret.
-            regular = stat.S_ISREG(os.lstat(transcript).st_mode)
-        except OSError:
+            regular = bool(source) and stat.S_ISREG(os.lstat(source).st_mode)
+        except (OSError, ValueError):
             regular = False
         if regular and transcript not in targets:
             try:
-                mounts.append(_bind(transcript, transcript, read_only=True, paths=paths))
+                mounts.append(_bind(source, transcript, read_only=True, paths=paths))
             except SandboxError as exc:
                 # As when hookcage cannot see it: the hook runs without the transcript.
                 logger.warning("not mounting the transcript: %s", exc)
