@@ -198,7 +198,8 @@ def test_a_file_past_the_handler_limit_is_broken_and_one_at_it_runs(repo: Path) 
     assert loaded is not None and len(loaded.hooks) == MAX_HANDLERS
 
 
-def test_a_repositorys_files_together_hold_a_bounded_number_of_handlers(repo: Path, tmp_path: Path) -> None:
+def test_a_repositorys_files_together_hold_a_bounded_number_of_handlers(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """.github/hooks may hold 64 files: each within the per-file limit, together past the repository's."""
     folder = repo / ".github" / "hooks"
     folder.mkdir(parents=True)
@@ -206,9 +207,9 @@ def test_a_repositorys_files_together_hold_a_bounded_number_of_handlers(repo: Pa
     for i in range(5):
         folder.joinpath(f"h{i}.json").write_text(json.dumps({"version": 1, "hooks": {"preToolUse": [
             {"type": "command", "bash": f"echo {i}-{j}"} for j in range(per_file)]}}))
-    home = tmp_path / "home"
-    settings_ = load_settings(home=home, managed_dir=tmp_path / "managed")
-    files = read_hook_files(settings_, repo, [DIALECTS["copilot"]], environ={"HOME": str(tmp_path / "user")})
+    outside = tmp_path_factory.mktemp("outside")  # hookcage's own directories, never inside the project
+    settings_ = load_settings(home=outside / "home", managed_dir=outside / "managed")
+    files = read_hook_files(settings_, repo, [DIALECTS["copilot"]], environ={"HOME": str(outside / "user")})
     ran = [f for f in files if f.hooks]
     broken = [f for f in files if not f.hooks and f.problems]
     assert sum(len(f.hooks) for f in ran) <= MAX_REPOSITORY_HANDLERS and len(ran) == 3
