@@ -272,8 +272,9 @@ def _load_yaml(text: str) -> Any:
                 self.anchors.pop(event.anchor, None)  # redefined: later aliases take the new one (yaml.v3)
             return super().compose_node(parent, index)
 
-    loader = Loader(text)
+    loader = None
     try:
+        loader = Loader(text)  # its reader refuses some characters (a NUL) at once
         node = loader.get_single_node()
         if node is None:
             return None
@@ -289,7 +290,8 @@ def _load_yaml(text: str) -> Any:
     except (ValueError, OverflowError) as exc:  # a constructor's own: !!timestamp 2001-13-01, 5,000 digits
         raise ValueError(f"not valid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 class _Refused(ValueError):

@@ -216,7 +216,7 @@ def test_toml_dates_become_text() -> None:
 
 @pytest.mark.parametrize(("raw", "form", "prefix"), [
     (b"a = " + b"9" * 5000, "toml", "not valid TOML: "), (b"a: " + b"9" * 5000, "yaml", "not valid YAML: "),
-    (b"a: !!timestamp 2001-13-01\n", "yaml", "not valid YAML: "), (b'{"a": ' + b"9" * 5000 + b"}", "json",
+    (b"a: !!timestamp 2001-13-01\n", "yaml", "not valid YAML: "), (b"\x00", "yaml", "not valid YAML: "), (b'{"a": ' + b"9" * 5000 + b"}", "json",
                                                                     "not valid JSON: "),
 ])
 def test_a_value_the_decoder_cannot_build_is_one_line_naming_the_format(raw: bytes, form: Any, prefix: str) -> None:
