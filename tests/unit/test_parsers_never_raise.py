@@ -226,3 +226,20 @@ def test_any_json_text_reads_as_a_hook_file_or_one_decode_error(name: str, text:
         assert "\n" not in str(exc)
         return
     _checked(name, data)
+
+
+yaml_text = st.text(alphabet="ab:-[]{}&*!<>|#'\"\n ,?%@`\x00\ufeff\t1.~", max_size=60)
+
+
+@pytest.mark.parametrize("form", ["json", "yaml", "toml"])
+@FAST
+@given(raw=st.binary(max_size=200) | yaml_text.map(str.encode), comments=st.booleans())
+def test_any_bytes_in_any_format_decode_or_are_one_line(form: Any, raw: bytes, comments: bool) -> None:
+    try:
+        data = decode(raw, form, comments=comments)
+    except ValueError as exc:
+        assert "\n" not in str(exc) and str(exc)
+        return
+    json.dumps(data)  # JSON's kinds only, whatever the format
+    for name in PARSERS:
+        _checked(name, data)
