@@ -286,6 +286,8 @@ def list_hooks(event: str | None, as_json: bool, agent: str | None, project: Pat
                                                     else _field(said.get("error", ""))))
     for problem in hookset.problems:
         click.echo(_field(problem), err=True)
+    for f, who in _unseen(hookset.files):
+        click.echo(f"{_field(f.source)}: {who}", err=True)
     for f in hookset.files:
         if f.routes:
             click.echo(f"{_field(f.source)}: {len(f.routes)} route{'s' if len(f.routes) != 1 else ''} "
@@ -365,9 +367,12 @@ def validate(paths: Sequence[Path], agent: str | None, project: Path | None) -> 
     else:
         files = read_hook_files(executor.settings, root, agents)
     errors = 0
+    unseen = dict(_unseen(files))
     for f in files:
         for problem in f.problems:
             click.echo(_field(problem))
+        if f in unseen:
+            click.echo(f"{_field(f.source)}: {unseen[f]}")
         errors += len(f.errors)
         if not f.problems:
             who = f"{f.agent} hook file " if f.agent else ""
@@ -385,6 +390,44 @@ def validate(paths: Sequence[Path], agent: str | None, project: Path | None) -> 
 def _hook_scope_text(hook: Any) -> str:
     who = f"{hook.agent} " if hook.agent else ""
     return f"{who}{hook.scope.value} hook {hook.id} ({_field(hook.source)} {_field(hook.json_path)})"
+
+
+UNSEEN_LINES = 20
+"""Problems of one file the review names before it says how many more there are."""
+
+
+def _unseen(files: Sequence[Any]) -> list[tuple[Any, str]]:
+    """The repository files hookcage could not show whole (a problem that drops a file, an entry
+    or a hook) whose agent runs them itself, on the host, and a line saying so."""
+    from executor.dialects import DIALECTS
+
+    out = []
+    for f in files:
+        if not (f.scope.from_repository and f.errors):
+            continue
+        runners = [d.title for d in DIALECTS.values() if d.runs_repository_hooks and (
+            d.name == f.agent or any(f.source.endswith("/" + name) for name in d.also_runs))]
+        if runners:
+            who = f"{runners[0]} runs" if len(runners) == 1 else f"{' and '.join(runners)} run"
+            out.append((f, f"{who} this file's hooks {'itself' if len(runners) == 1 else 'themselves'}, on the "
+                           "host, without hookcage; hookcage could not show all of it (the problems above)"))
+    return out
+
+
+def _show_unseen(files: Sequence[Any]) -> list[Any]:
+    """Name, before the review, each repository file an agent runs itself that hookcage could not show
+    whole: why, and the commands of the hooks it will not review. Returns those files."""
+    unseen = _unseen(files)
+    for f, who in unseen:
+        click.echo(f"not reviewed: {_field(f.source)}: {who.replace(' (the problems above)', '')}:")
+        for problem in f.errors[:UNSEEN_LINES]:
+            click.echo(f"    {_field(problem)}")
+        if len(f.errors) > UNSEEN_LINES:
+            click.echo(f"    ... and {len(f.errors) - UNSEEN_LINES} more (hookcage validate {_field(f.source)} "
+                       "shows them all)")
+        for hook in [h for h in f.hooks if h.invalid][:UNSEEN_LINES]:
+            click.echo(f"    {_field(hook.json_path)}: the agent would run: {_field(hook.command or hook.label)}")
+    return [f for f, _ in unseen]
 
 
 REVIEW_LINES = 200
@@ -616,18 +659,25 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     pending, refused = executor.pending_reviews(root, hook_ids, agents)
     for hook, why in refused:
         click.echo(f"cannot review {_hook_scope_text(hook)}: {_shown(why)}", err=True)
-    for problem in (p for f in executor.load(root, agents).files if f.scope.from_repository and not f.hooks
+    files = executor.load(root, agents).files
+    unseen = [] if hook_ids else _show_unseen(files)
+    for problem in (p for f in files if f.scope.from_repository and not f.hooks and f not in unseen
                     for p in f.errors if p.path == "$"):  # a file refused whole (not regular, past a limit)
         click.echo(f"cannot review {_field(problem)}", err=True)
     if not pending:
-        click.echo(f"nothing to review: every project hook in {_field(root)} is trusted" if not refused else
-                   f"nothing else to review in {_field(root)}: {len(refused)} hook(s) could not be reviewed "
-                   "(above) and stay untrusted; every other project hook is trusted")
+        if unseen:
+            click.echo(f"nothing else to review in {_field(root)}, but {len(unseen)} repository file(s) that an "
+                       "agent runs itself, on the host, could not be shown (above): read them before you run it"
+                       + (f"; {len(refused)} hook(s) could not be reviewed and stay untrusted" if refused else ""))
+        else:
+            click.echo(f"nothing to review: every project hook in {_field(root)} is trusted" if not refused else
+                       f"nothing else to review in {_field(root)}: {len(refused)} hook(s) could not be reviewed "
+                       "(above) and stay untrusted; every other project hook is trusted")
         unfetched = executor.unfetched(root, agents)
         if unfetched:
             click.echo(f"fetching the dependencies of {len(unfetched)} trusted hook(s) (not in the cache)")
         failed = _fetch_dependencies(executor, unfetched)
-        raise CliExit(1 if refused or failed else 0)
+        raise CliExit(1 if refused or failed or unseen else 0)
     interactive = not yes
     if interactive and not sys.stdin.isatty():
         raise PayloadError("stdin is not a terminal: review interactively, or pass --all --yes to trust every hook as it is")
@@ -671,8 +721,11 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
         trusted.append((hook, subject))
     executor.grant([subject for _, subject in trusted])
     click.echo(f"trusted {len(trusted)} of {len(pending)} hook(s); records in {executor.settings.trust_store_file}")
+    if unseen:
+        click.echo(f"not reviewed: {len(unseen)} repository file(s) that an agent runs itself, on the host, "
+                   "could not be shown (listed before the review)")
     failed = _fetch_dependencies(executor, trusted)
-    if refused or failed:
+    if refused or failed or unseen:
         raise CliExit(1)
 
 

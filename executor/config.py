@@ -250,42 +250,148 @@ def _bounded(loaded: HookFile) -> HookFile:
     return loaded
 
 
+MAX_ALIAS_NODES = 100_000
+"""Nodes YAML anchors and aliases may add to a file once expanded; past it the file is refused
+(a "billion laughs": a few lines of aliases naming aliases expand to gigabytes)."""
+
+
 def _load_yaml(text: str) -> Any:
-    """YAML without anchors and aliases: a hook file never needs them, and they can multiply
-    a small file into gigabytes ("billion laughs"). PyYAML is imported here, not at start-up:
-    only infer's file is YAML, and the import costs ~14 ms on every in-process dispatch."""
+    """YAML as infer reads it (Go's yaml.v3: anchors, aliases and ``<<`` merges are expanded), bounded.
+
+    The document is composed first (an alias is a reference there, so composing costs what the
+    text costs), then the nodes its aliases would add are counted before anything is built: past
+    :data:`MAX_ALIAS_NODES`, or an alias inside its own anchor (a loop), the file is refused in
+    one line. PyYAML is imported here, not at start-up: only infer's file is YAML, and the import
+    costs ~14 ms on every in-process dispatch."""
     import yaml
 
-    class NoAliasLoader(yaml.SafeLoader):
+    class Loader(yaml.SafeLoader):
         def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()  # type: ignore[no-untyped-call]
-                raise yaml.constructor.ConstructorError(
-                    None, None, "anchors and aliases are not allowed in a hook file", event.start_mark)
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            if not isinstance(event, yaml.AliasEvent) and getattr(event, "anchor", None) is not None:
+                self.anchors.pop(event.anchor, None)  # redefined: later aliases take the new one (yaml.v3)
             return super().compose_node(parent, index)
 
+    loader = None
     try:
-        return yaml.load(text, Loader=NoAliasLoader)  # a SafeLoader without aliases
+        loader = Loader(text)  # its reader refuses some characters (a NUL) at once
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _bound_aliases(node)
+        return _plain(loader.construct_document(node))
+    except _Refused:
+        raise
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where_ = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ValueError(f"not valid YAML: {problem}{where_}") from None
+    except (ValueError, OverflowError) as exc:  # a constructor's own: !!timestamp 2001-13-01, 5,000 digits
+        raise ValueError(f"not valid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
-def decode(raw: bytes, form: FileFormat) -> Any:
+class _Refused(ValueError):
+    """A YAML file refused whole, said in one line of its own."""
+
+
+def _bound_aliases(root: Any) -> None:
+    """Refuse a composed YAML document whose aliases add more than :data:`MAX_ALIAS_NODES` nodes,
+    or loop. Each distinct node is visited once (its expanded size is remembered), without recursion.
+
+    Raises:
+        ValueError: one line saying which.
+    """
+    import yaml
+
+    def children(node: Any) -> list[Any]:
+        if isinstance(node, yaml.MappingNode):
+            return [part for pair in node.value for part in pair]
+        return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+    cap = 1 << 62
+    size: dict[int, int] = {}
+    open_: set[int] = set()  # started, not finished: the path from the root
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            size[key] = min(cap, 1 + sum(size[id(c)] for c in children(node)))
+            open_.discard(key)
+            continue
+        if key in size:
+            continue
+        open_.add(key)
+        stack.append((node, True))
+        for child in children(node):
+            if id(child) in open_:
+                mark = child.start_mark
+                raise _Refused(f"not valid YAML: the anchor at line {mark.line + 1}, column {mark.column + 1} "
+                               "holds an alias to itself (the document would never end)")
+            if id(child) not in size:
+                stack.append((child, False))
+    added = size[id(root)] - len(size)
+    if added > MAX_ALIAS_NODES:
+        raise _Refused(f"refused: its YAML aliases expand to {added if added < cap else 'more than 2**62'} more "
+                       f"nodes, past hookcage's limit of {MAX_ALIAS_NODES} (a \"billion laughs\")")
+
+
+def _plain(value: Any) -> Any:
+    """A decoded YAML or TOML value as JSON's kinds, copied (no node shared by two aliases): keys
+    become strings as Go's decoders make them (``1`` -> ``"1"``, ``true`` -> ``"true"``), dates and
+    times their ISO text, anything else JSON has no kind for its text. The dialects' parsers see
+    only what a JSON file could hold."""
+    import datetime
+
+    if isinstance(value, dict):
+        return {_key(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    plain = _plain(key)
+    return plain if isinstance(plain, str) else json.dumps(plain)
+
+
+def decode(raw: bytes, form: FileFormat, *, comments: bool = False) -> Any:
     """Decode a hook file's bytes.
+
+    A leading UTF-8 byte order mark is skipped (editors on Windows write one). With
+    ``comments`` (Gemini CLI's files), JSON may hold ``//`` and ``/* */`` comments
+    (:mod:`executor.core.jsonc`). YAML and TOML come back as JSON's kinds (:func:`_plain`).
 
     Raises:
         ValueError: with a one-line message saying what is wrong and where.
     """
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ValueError("is not UTF-8 text") from None
     if not text.strip():
         return {}
     if form == "json":
+        if comments:
+            from executor.core.jsonc import strip_comments
+
+            text = strip_comments(text)
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
@@ -298,11 +404,13 @@ def decode(raw: bytes, form: FileFormat) -> Any:
         import tomllib  # only Codex's files are TOML
 
         try:
-            return tomllib.loads(text)
+            return _plain(tomllib.loads(text))
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"not valid TOML: {exc}") from None
         except RecursionError:
             raise ValueError("not valid TOML: nests too deeply") from None
+        except ValueError as exc:  # an integer past Python's digit limit
+            raise ValueError(f"not valid TOML: {str(exc).splitlines()[0]}") from None
     try:
         return _load_yaml(text)
     except RecursionError:
@@ -343,38 +451,82 @@ def _load_hook_file(path: Path, scope: Scope, root: Path | None, dialect: Dialec
         return broken
     source = str(path)
     try:
-        data = decode(raw, form)
+        data = decode(raw, form, comments=dialect is not None and dialect.json_comments)
     except ValueError as exc:
         return _broken(source, scope, str(exc), agent)
     if (too_much := _measure(data)) is not None:
         return _broken(source, scope, too_much, agent)
     project = str(root) if root else None
-    if dialect is None:
-        return _bounded(parse_hook_file(data, scope=scope, source=source, project_root=project))
-    return _bounded(dialect.parse(data, scope=scope, source=source, project_root=project,
-                                  environ=os.environ if environ is None else environ))
+    try:
+        if dialect is None:
+            parsed = parse_hook_file(data, scope=scope, source=source, project_root=project)
+        else:
+            parsed = dialect.parse(data, scope=scope, source=source, project_root=project,
+                                   environ=os.environ if environ is None else environ)
+    except Exception as exc:  # a parser's bug (the property tests say none is left): this file only
+        return _broken(source, scope, f"hookcage could not read it (internal error: {type(exc).__name__}); "
+                       "none of its hooks run", agent)
+    return _bounded(parsed)
 
 
 def _broken(source: str, scope: Scope, message: str, agent: str = "") -> HookFile:
     return HookFile(source, scope, problems=(Problem(source, "$", message, agent=agent),), agent=agent)
 
 
+def _expand(source: HookSource) -> tuple[list[str], list[str]]:
+    """A glob source's files, sorted: those read (the first :data:`MAX_GLOB_FILES`) and those not."""
+    matches = sorted(globlib.glob(globlib.escape(os.path.dirname(source.path)) + "/"
+                                  + os.path.basename(source.path)))
+    return matches[:MAX_GLOB_FILES], matches[MAX_GLOB_FILES:]
+
+
+def _sources(dialect: Dialect, root: Path | None, environ: Mapping[str, str] | None) -> list[HookSource]:
+    return [
+        source for source in dialect.sources(where(root, environ))
+        if not (source.scope.from_repository and root is None)
+        # the agent reads only the first file it finds (infer)
+        and not (source.unless_exists and os.path.exists(source.unless_exists))
+    ]
+
+
 def agent_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str] | None = None
                 ) -> list[tuple[HookSource, Path]]:
     """The files of one agent that exist (globs expanded, sorted), in config order."""
     found: list[tuple[HookSource, Path]] = []
-    for source in dialect.sources(where(root, environ)):
-        if source.scope.from_repository and root is None:
-            continue
-        if source.unless_exists and os.path.exists(source.unless_exists):
-            continue  # the agent reads only the first file it finds (infer)
+    for source in _sources(dialect, root, environ):
         if not source.glob:
             found.append((source, Path(source.path)))
             continue
-        matches = sorted(globlib.glob(globlib.escape(os.path.dirname(source.path)) + "/"
-                                      + os.path.basename(source.path)))
-        found.extend((source, Path(m)) for m in matches[:MAX_GLOB_FILES])
+        found.extend((source, Path(m)) for m in _expand(source)[0])
     return found
+
+
+def unread_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str] | None = None) -> list[HookFile]:
+    """The files of one agent hookcage does not read: past a bound (a glob's 65th file on), or of a
+    shape hookcage does not know (:meth:`Dialect.unread_sources`, when it holds hooks). Each is named,
+    with why. Nothing hookcage skips disappears without a line: the agent may run these files itself.
+    """
+    out = []
+    for source, why in dialect.unread_sources(where(root, environ)):
+        raw, broken = _read(Path(source.path), source.scope, dialect.name, source.format)
+        try:
+            data = decode(raw, source.format) if raw is not None else None
+        except ValueError:
+            data = {"hooks": "?"}  # unreadable to hookcage: it may hold hooks all the same
+        if broken is not None or (isinstance(data, dict) and data.get("hooks")):
+            out.append(_broken(source.path, source.scope, f"not read: {why}", dialect.name))
+    for source in _sources(dialect, root, environ):
+        if not source.glob:
+            continue
+        unread = _expand(source)[1]
+        for name in unread:
+            out.append(_broken(
+                name, source.scope,
+                f"not read: {os.path.dirname(source.path)} holds {MAX_GLOB_FILES + len(unread)} "
+                f"{os.path.basename(source.path)} files and hookcage reads the first {MAX_GLOB_FILES} "
+                "(by name); none of this file's hooks run through hookcage or are reviewed",
+                dialect.name))
+    return out
 
 
 def read_hook_files(settings: Settings, root: Path | None, agents: Sequence[Dialect] = (),
@@ -386,7 +538,8 @@ def read_hook_files(settings: Settings, root: Path | None, agents: Sequence[Dial
     project hook is off (:func:`own_dirs_file`). A repository's files (project and
     local scope) hold at most :data:`MAX_REPOSITORY_HANDLERS` handlers together for
     one agent (hookcage's own project files count for each agent); a file that would
-    pass it is broken.
+    pass it is broken. Files of an agent hookcage does not read (past a bound, or of
+    an unknown shape) are there as problems (:func:`unread_files`).
     """
     files: list[HookFile] = []
     seen: set[tuple[str, str]] = set()
@@ -409,6 +562,7 @@ def read_hook_files(settings: Settings, root: Path | None, agents: Sequence[Dial
         agent_budget = replace(budget)
         for source, path in agent_files(dialect, root, environ):
             add(load_hook_file(path, source.scope, root, dialect, source.format, environ), path, agent_budget)
+        files.extend(unread_files(dialect, root, environ))  # past a bound, or unknown: named
     return files
 
 

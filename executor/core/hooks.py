@@ -19,6 +19,7 @@ import hashlib
 import json
 import posixpath
 import re
+import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -241,20 +242,43 @@ class FileShape:
 HOOKCAGE_FILES = FileShape()
 """hookcage's own files: the canonical catalog, seconds, Claude Code's matchers."""
 
-# `hookcage dispatch`, `/path/to/hookcage dispatch`, `hookcage --opt dispatch`,
-# `python -m executor.entry dispatch`, `uvx hookcage dispatch`: hookcage's own route.
-_SELF_ROUTE = re.compile(
-    r"(?:^|[\s;&|(`'\"/=])(?:hookcage|executor(?:\.entry|\.cli)?)(?:['\"]?\s+--?[A-Za-z][-\w=.]*)*['\"]?\s+['\"]?dispatch\b"
-)
+# hookcage's route, exactly as `hookcage install` writes it (executor.core.install.dispatch_command):
+# the program, " dispatch", and optionally " --agent NAME"; spaces or tabs between the words.
+_ROUTE = re.compile(r"[ \t]*(?P<program>\S.*?)[ \t]+dispatch(?:[ \t]+--agent[ \t]+[A-Za-z0-9][A-Za-z0-9_-]*)?[ \t]*",
+                    re.DOTALL)
+MAX_ROUTE = 4096
+"""A route is one short line; a longer command is a hook."""
 
 
-def is_self_route(command: str) -> bool:
-    """Does this command call ``hookcage dispatch``? Then it is hookcage's route, never a hook.
+def is_self_route(command: str, *, absolute: bool = True) -> bool:
+    """Is this command exactly hookcage's route? Then it is hookcage's routing, never a hook.
 
-    An agent's file that routes its events to hookcage holds such entries;
-    running them as hooks would make hookcage call itself.
+    A route is the whole command ``hookcage dispatch`` or ``/abs/path/to/hookcage dispatch``
+    (the path quoted as :func:`shlex.quote` quotes it, as ``hookcage install`` writes it),
+    optionally followed by ``--agent NAME``, and nothing else: no other word, no ``;``, ``|``,
+    ``&&``, ``#``, ``$(...)``, redirection or second line. Anything else that merely mentions
+    ``hookcage dispatch`` (``curl ... | sh # hookcage dispatch``) is a hook, shown in the review
+    and gated like any other: an agent that runs its files itself would run it.
+
+    Args:
+        absolute: also an absolute path to a program called ``hookcage``. Not in a repository's
+            files: ``/proc/self/cwd/hookcage`` or a guessed checkout path would name the
+            repository's own program (``install`` writes routes into your files, not theirs).
     """
-    return bool(_SELF_ROUTE.search(command))
+    if len(command) > MAX_ROUTE or any(c in command for c in "\n\r\0"):
+        return False
+    match = _ROUTE.fullmatch(command)
+    if match is None:
+        return False
+    written = match.group("program")
+    try:
+        words = shlex.split(written)
+    except ValueError:
+        return False
+    if len(words) != 1 or shlex.quote(words[0]) != written:
+        return False  # quoted otherwise than shlex.quote would: "$(...)", backslashes, two words
+    program = words[0]
+    return program == "hookcage" or (absolute and program.startswith("/") and posixpath.basename(program) == "hookcage")
 
 
 def parse_hook_file(
@@ -371,7 +395,8 @@ def parse_handler(
     """
     base = HookSpec(event, matcher, "command", None, scope, out.source, path, agent=shape.agent,
                     timeout=shape.default_timeout)
-    if isinstance(raw, dict) and isinstance(raw.get("command"), str) and is_self_route(raw["command"]):
+    if (isinstance(raw, dict) and isinstance(raw.get("command"), str) and "env" not in raw  # PATH=./bin
+            and is_self_route(raw["command"], absolute=not scope.from_repository)):
         out.routes.append(path)
         return None
     keys = keys or {}
@@ -401,7 +426,7 @@ def parse_handler(
     if "timeout" not in raw:
         timeout = shape.default_timeout
     elif (isinstance(timeout, bool) or not isinstance(timeout, int | float)
-          or not 0 < timeout * shape.timeout_scale <= MAX_TIMEOUT):
+          or not 0 < timeout <= MAX_TIMEOUT / shape.timeout_scale):  # no product: 10**400 is no float
         unit = "milliseconds" if shape.timeout_scale == 0.001 else "seconds"
         err("timeout", f"must be a number of {unit} between 0 and {int(MAX_TIMEOUT / shape.timeout_scale)}")
         timeout = shape.default_timeout

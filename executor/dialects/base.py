@@ -168,10 +168,31 @@ class Dialect:
     decision_events: frozenset[str] = CLAUDE_DECISION_EVENTS
     input_key: str = "updatedInput"
     unsupported: tuple[str, ...] = ()
+    json_comments: bool = False
+    """The agent's JSON files may hold ``//`` and ``/* */`` comments (it strips them before
+    parsing, as Gemini CLI does): hookcage reads them the same way (:mod:`executor.core.jsonc`)."""
     takeover: str = ""
     """Why ``hookcage install`` cannot take this agent over (one paragraph: what would still run
     outside hookcage, and what routing can still be added); empty for agents that override
     :meth:`install`."""
+
+    also_runs: tuple[str, ...] = ()
+    """Other agents' repository files (relative to the project) this agent runs the hooks of
+    itself (Cursor and Copilot CLI: Claude Code's ``.claude/settings.json``): what hookcage
+    cannot read of them is named for this agent too."""
+
+    def unread_sources(self, where: Where) -> list[tuple[HookSource, str]]:
+        """Files the agent runs hooks from that hookcage does not read (their shape is not
+        documented), and why: each one that holds ``hooks`` is named in the review, never
+        passed over (:func:`executor.config.unread_files`)."""
+        return []
+
+    @property
+    def runs_repository_hooks(self) -> bool:
+        """The agent runs a repository's hook files itself, on the host, whatever hookcage does
+        (it cannot be taken over: :attr:`takeover`). hookcage's review is then the user's only
+        view of them, so what hookcage cannot read there is named, never passed over."""
+        return bool(self.takeover)
 
     # -- files ---------------------------------------------------------------------------
 

@@ -249,11 +249,18 @@ class CopilotDialect(Dialect):
         "hookcage's own hooks and gates run beside Copilot's."
     )
 
+    also_runs = (".claude/settings.json",)
+
     def offer(self, where: Where, read: Read, hookcage: str) -> Plan | None:
         """``install`` is refused (``takeover``); this routing can still be added."""
         return offer_plan(self, where, read, hookcage)
 
     # -- files ---------------------------------------------------------------------------
+
+    def unread_sources(self, where: Where) -> list[tuple[HookSource, str]]:
+        return [(source, "Copilot CLI runs the inline hooks of this file itself; hookcage does not read "
+                         "them (their shape is not documented), so they are not reviewed: read them yourself")
+                for source in project_sources(where, (Scope.PROJECT, (".github", "copilot", "settings.json")))]
 
     def sources(self, where: Where) -> list[HookSource]:
         return [

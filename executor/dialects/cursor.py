@@ -280,6 +280,8 @@ class CursorDialect(Dialect):
         "hooks and gates run beside Cursor's."
     )
 
+    also_runs = (".claude/settings.json", ".claude/settings.local.json")  # C2: third-party hooks
+
     def offer(self, where: Where, read: Read, hookcage: str) -> Plan | None:
         """``install`` is refused (``takeover``); this routing can still be added."""
         return offer_plan(self, where, read, hookcage)

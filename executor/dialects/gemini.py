@@ -16,8 +16,10 @@ settings hooks at all, user and system ones included
 regardless, and they pass its gates. ``hooksConfig.enabled: false`` turns a
 file's hooks off, ``hooksConfig.disabled`` names hooks (by ``name``, else
 ``command``) to skip; hookcage applies both to the file that says so (Gemini
-merges them across scopes). Gemini strips comments from settings files;
-hookcage reads strict JSON, so a commented file is reported and yields no hooks.
+merges them across scopes). Gemini strips ``//`` and ``/* */`` comments from
+settings files (``strip-json-comments``); hookcage does the same
+(:attr:`GeminiDialect.json_comments`), and nothing else: a trailing comma is
+an error there and here.
 
 Shape (hooks/types.ts ``HookDefinition``, ``CommandHookConfig``): Claude
 Code's, ``timeout`` in milliseconds (default 60000, hooks/hookRunner.ts), plus
@@ -208,6 +210,7 @@ class GeminiDialect(Dialect):
         "web_fetch": "WebFetch", "google_web_search": "WebSearch", "write_todos": "TodoWrite",
     }  # tools/definitions/base-declarations.ts (search_file_content: its older name)
     title = "Gemini CLI"
+    json_comments = True  # settings.ts: JSON.parse(stripJsonComments(content))
     shape = FileShape(
         agent="gemini", event_names=EVENT_NAMES, own_events=OWN_EVENTS, timeout_scale=0.001,
         default_timeout=60.0, compile=compile_matcher, ignored_keys=frozenset({"sequential", "description"}),
@@ -221,7 +224,6 @@ class GeminiDialect(Dialect):
         "hookSpecificOutput llm_request, llm_response, toolConfig, tailToolCallRequest, clearContext "
         "(hookcage's verdict has no place for them; reported and ignored)",
         "a pre-approval or a tool output rewrite from hookcage's own hooks (Gemini reads neither)",
-        "settings files with comments (hookcage reads strict JSON; such a file is reported)",
         "extension hooks (hooks/hooks.json inside an extension) are not read",
     )
 
@@ -277,6 +279,12 @@ class GeminiDialect(Dialect):
         specs = []
         for hook in parsed.hooks:
             hook = replace(hook, matcher=_event_matcher(hook.event, hook.matcher))
+            if not hook.enabled and scope.from_repository:
+                # hookcage's own key, which Gemini does not read: Gemini runs the hook, so the review shows it
+                warn(f"{hook.json_path}.enabled", "Gemini CLI does not read \"enabled\" and runs this hook: "
+                     "hookcage reviews and gates it like any other (Gemini's switch is hooksConfig.disabled)",
+                     hook.event)
+                hook = replace(hook, enabled=True)
             if hook.enabled and ((hook.name or hook.command) in disabled):
                 hook = replace(hook, enabled=False)
             specs.append(hook)

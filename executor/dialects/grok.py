@@ -97,7 +97,15 @@ from typing import Any
 
 from executor.core import linre
 from executor.core.events import EventSpec
-from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
+from executor.core.hooks import (
+    Collector,
+    FileShape,
+    HookFile,
+    HookSpec,
+    Scope,
+    is_self_route,
+    parse_handler,
+)
 from executor.core.matchers import Aliases, Matcher, _itself, compile_matcher
 from executor.core.protocol import (
     AgentAnswer,
@@ -369,7 +377,7 @@ class GrokDialect(Dialect):
         entry = {**BUILTIN_HOOKS[name], **raw} if recipe and isinstance(name, str) else dict(raw)
         hook_type = entry.get("type")
         if not isinstance(hook_type, str) or hook_type not in LIFECYCLE:
-            if hook_type in HOOK_SYSTEM_TYPES:
+            if isinstance(hook_type, str) and hook_type in HOOK_SYSTEM_TYPES:
                 out.warn(f"{path}.type", f"{hook_type!r} is a HookSystem type: the agent's lifecycle loader "
                          "never fires it; skipped")
             elif isinstance(hook_type, str) and hook_type in ADVANCED_EVENTS:
@@ -405,6 +413,9 @@ class GrokDialect(Dialect):
             return None
         if isinstance(command, str):
             command = rewrite_placeholders(command)
+            if is_self_route(command, absolute=not scope.from_repository):
+                out.routes.append(path)  # hookcage's route (the env below is hookcage's, not the file's)
+                return None
         # enabled: the agent keeps `hooks.filter(h => h.enabled)`; absent is off
         enabled = entry.get("enabled", False)
         if enabled is None:
