@@ -278,7 +278,8 @@ def test_the_agent_container_gets_the_local_answers_and_log_and_down_leaves_noth
     assert all(r["sandbox"].startswith("docker(") and r["session"] == session for r in ran.values())
     assert [r["skip_reason"] for r in service_log if r["outcome"] == "skipped"] == ["not_allowlisted"]
 
-    # The token does not open other directories the service sees: only the workspace is a project.
+    # The token does not open other directories the service sees: only the workspace is a project
+    # (the keep-out answers 403, docs/service.md "Every path a request names").
     lines_before = len(service_log)
     for elsewhere in ("/etc/hookcage", "/var/lib/hookcage", "/"):
         foreign = json.dumps({
@@ -287,7 +288,7 @@ def test_the_agent_container_gets_the_local_answers_and_log_and_down_leaves_noth
             "payload_b64": base64.b64encode(json.dumps({**dict(events)["01-session-start"], "cwd": elsewhere}).encode()).decode(),
         }).encode()
         status, _, text = stack.request("POST", "/dispatch", foreign, token=stack.token)
-        assert status == 409 and elsewhere in json.loads(text)["detail"], (elsewhere, status, text)
+        assert status == 403 and elsewhere in json.loads(text)["detail"], (elsewhere, status, text)
     assert len(stack.service_log()) == lines_before
 
     # A wrong or missing token: 401 on every endpoint, and nothing run.
