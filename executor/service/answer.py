@@ -95,7 +95,7 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def _refuse_own_dirs_in_project(raw: bytes) -> None:
+def _refuse_own_dirs_in_project(raw: bytes, environ: Mapping[str, str] | None) -> None:
     """hookcage's home or managed directory inside the project (by the environment and the
     payload's cwd) is refused before its ``config.toml`` is read: the repository would hold
     the settings that decide whether a broken or hostile file blocks."""
@@ -106,7 +106,7 @@ def _refuse_own_dirs_in_project(raw: bytes) -> None:
         payload = read_payload(raw)
     except HookcageError:
         payload = {}
-    refuse_own_dirs_in_project(default_home(), default_managed_dir(), project_root(payload))
+    refuse_own_dirs_in_project(default_home(), default_managed_dir(), project_root(payload, environ))
 
 
 def dispatch_bytes(
@@ -116,6 +116,7 @@ def dispatch_bytes(
     agent: str | None = None,
     settings: Settings | None = None,
     make_executor: Callable[[Settings], HookExecutor] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[AgentAnswer, HookExecutor | None]:
     """Answer one agent event from its stdin bytes: what ``hookcage dispatch`` prints.
 
@@ -130,6 +131,8 @@ def dispatch_bytes(
             errors become a non-blocking (or, fail-closed, blocking) answer.
         make_executor: builds the executor from the settings (default
             ``HookExecutor(settings)``).
+        environ: where the project root is read from before the settings are
+            (the daemon's caller's environment; default this process's).
 
     Returns:
         The answer, and the executor when one ran: the caller runs its
@@ -145,7 +148,7 @@ def dispatch_bytes(
         if agent is not None:
             get_dialect(agent)  # an unknown agent is reported before anything else
         if settings is None:
-            _refuse_own_dirs_in_project(raw)  # before reading the settings they hold
+            _refuse_own_dirs_in_project(raw, environ)  # before reading the settings they hold
             settings = load_settings()
         fail_closed = settings.fail_closed
         payload = read_payload(raw)

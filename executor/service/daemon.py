@@ -713,7 +713,7 @@ class Daemon:
         in_flight.inc()
         try:
             answer, executor = dispatch_bytes(event, raw, agent=agent, settings=settings,
-                                              make_executor=make_executor)
+                                              make_executor=make_executor, environ=environ)
         except Exception as exc:
             # What `hookcage dispatch` prints for a bug (main()); the traceback goes to our log.
             logger.exception("internal error while dispatching")

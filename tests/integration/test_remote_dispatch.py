@@ -162,7 +162,7 @@ def test_a_client_without_dependencies_answers_as_in_process(service: Service, b
         expected = service.in_process(args, stdin)
         middle = len(service.log_lines())
         got = service.remote([str(bare_client)], args, stdin)
-        assert got == expected, args
+        assert got == expected, (args, got, expected)
         # The service wrote the same run-log records as the in-process run did.
         records = service.log_lines()
         assert records[middle:] == records[before:middle], args
