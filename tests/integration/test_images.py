@@ -228,14 +228,16 @@ def test_sqlite3_and_bc_work_in_the_run_profile(sandbox: DockerSandbox, workspac
 
 @pytest.mark.docker
 def test_python_standard_library_is_complete(sandbox: DockerSandbox, workspace: Path) -> None:
-    # Every module of the interpreter's own list imports, but the GUI (tk) and the ones Debian
-    # moves to separate packages for building Python itself; a hook that imports sqlite3,
-    # ssl, ctypes, curses, readline, lzma, venv ... gets them.
+    # Every module of the interpreter's own list imports, but the GUI (tk), other systems'
+    # (_scproxy, winreg...), the ones Debian moves to packages for building Python itself, and
+    # _gdbm (Debian's python3-gdbm: dbm falls back to dbm.ndbm/dbm.dumb); a hook that imports
+    # sqlite3, ssl, ctypes, curses, readline, lzma, venv ... gets them.
     script = (
         "import importlib, sys\n"
         "skip = {'tkinter', 'turtle', 'turtledemo', 'idlelib', 'antigravity', 'this', '__phello__',\n"
         "        'msvcrt', 'winreg', 'winsound', 'nt', '_winapi', '_overlapped', '_msi', 'msilib',\n"
-        "        '_wmi', 'ensurepip', 'lib2to3', 'distutils', '_tkinter', 'pydoc_data'}\n"
+        "        '_wmi', 'ensurepip', 'lib2to3', 'distutils', '_tkinter', 'pydoc_data', '_scproxy',\n"
+        "        '_gdbm'}\n"
         "bad = []\n"
         "for name in sorted(sys.stdlib_module_names - skip):\n"
         "    try:\n"
