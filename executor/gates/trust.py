@@ -766,6 +766,8 @@ class TrustSubject:
     """The agent whose file the hook is in (its dialect decides what its answer means)."""
     selectors: tuple[tuple[str, str | None], ...] = ()
     """Further payload fields the hook matches on (an agent's file patterns), as written."""
+    condition: str | None = None
+    """The handler's ``if`` rule as written: a changed condition is a changed hook."""
 
     def canonical(self) -> str:
         """The subject as canonical JSON (sorted keys, no spaces, ASCII).
@@ -792,6 +794,7 @@ class TrustSubject:
             # Only when set: records of hookcage's own hooks keep the hash they had.
             **({"agent": self.agent} if self.agent else {}),
             **({"selectors": [list(pair) for pair in self.selectors]} if self.selectors else {}),
+            **({"if": self.condition} if self.condition is not None else {}),
         })
 
     def digest(self) -> str:
