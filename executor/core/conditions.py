@@ -290,6 +290,8 @@ class _PathRule:
     anchor: str  # "/", "~", "root" or "cwd"
     pattern: linre.LinearPattern
     dir_only: bool
+    base: str = ""
+    """The literal folders the pattern starts with (anchored patterns), relative to the anchor."""
 
 
 def _path_check(spec: str, root_anchor: bool) -> Check:
@@ -328,7 +330,11 @@ def compile_path(spec: str, root_anchor: bool = True) -> _PathRule:
         pattern = linre.compile(r"(?s)\A" + prefix + "(?:" + body + r")\z")
     except linre.PatternError as exc:
         raise ConditionError(f"cannot compile the path pattern {spec!r}: {exc}") from None
-    return _PathRule(anchor, pattern, dir_only)
+    base = ""
+    if anchored:
+        literal = re.split(r"[*?\[\\]", rel, maxsplit=1)[0]
+        base = literal.rsplit("/", 1)[0] if "/" in literal else ""
+    return _PathRule(anchor, pattern, dir_only, base)
 
 
 def _gitignore_regex(rel: str) -> str:
@@ -401,7 +407,16 @@ def path_matches(rule: _PathRule, tool_input: Mapping[str, Any], payload: Mappin
             paths.append(context.realpath(target))
         except (OSError, ValueError):
             return True
+    if tool in _PATH_OPTIONAL:
+        # A folder search reads what is under the folder: it runs when the rule's folder and
+        # the searched one overlap (a superset of every file the rule could match there).
+        base = _absolute(rule.base, anchor, None)
+        return any(_overlap(base, p) for p in paths)
     return any(_under(rule, anchor, p) for p in paths)
+
+
+def _overlap(a: str, b: str) -> bool:
+    return a == b or a == "/" or b == "/" or a.startswith(b + "/") or b.startswith(a + "/")
 
 
 def _under(rule: _PathRule, anchor: str, path: str) -> bool:
