@@ -19,14 +19,22 @@ command:
   ``rm *``) runs the hook anyway when the command has ``$()``, backticks or a
   ``$VAR``; and the hook always runs when the command cannot be parsed.
 
+Measured with Claude Code 2.1.330 (its real CLI, a loopback model, a
+PreToolUse hook with ``if``; tests/integration/test_conditions_real_claude.py):
+the words are read as the shell reads them (``git  push`` and ``git "push"``
+and ``g\\it push`` meet ``git push *``), redirections and pipes are no
+obstacle, but in ``if`` none of the wrappers is stripped (``timeout 5 git
+push``, ``sudo``, ``env X=1``, ``bash -c '...'`` do not run a ``git push *``
+hook), and a command it cannot parse (``echo 'unterminated``) does not run it.
+
 hookcage answers *at least* every time Claude Code would, never less (a
 guard that is skipped fails open): besides the raw text of each subcommand it
-also tries the subcommand's words unquoted and joined by single spaces
-(``git "push"``, ``git  push``), with redirections, and with further
-wrappers stripped (``env``, ``exec``, ``sudo``, ``doas``, ``xargs`` with
-options, ``sh -c``/``bash -c`` strings and ``eval`` are read as the commands
-they run). Any word it cannot read as a literal counts like ``$VAR``; a
-command word it cannot read makes every pattern match.
+also tries the subcommand's words unquoted and joined by single spaces, with
+redirections, and with wrappers stripped (Claude Code's permission-rule list,
+and ``env``, ``exec``, ``sudo``, ``doas``, ``xargs`` with options;
+``sh -c``/``bash -c`` strings and ``eval`` are read as the commands they
+run). Any word it cannot read as a literal counts like ``$VAR``; a command
+word it cannot read, or a command it cannot parse, makes every pattern match.
 """
 
 from __future__ import annotations
@@ -101,7 +109,7 @@ class BashPattern:
         reading = _read(command)
         if reading.unsure or reading.dynamic_name:
             return True
-        if any(self.pattern.fullmatch(text) for text in reading.candidates):
+        if any(self.pattern.fullmatch(text) for text in dict.fromkeys(reading.candidates)):
             return True
         return reading.dynamic and not self.name_only
 

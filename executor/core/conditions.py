@@ -13,14 +13,17 @@ page's (code.claude.com/docs/en/permissions, same snapshot):
 * ``Tool``: every call of the tool (``Bash``, ``Read``, ``mcp__github__create_issue``);
   ``*`` in the name is a glob over the whole name (``mcp__github__*``).
 * ``Bash(pattern)``: :mod:`executor.core.condition_bash`.
-* ``Read(path)`` and ``Edit(path)``: gitignore patterns, anchored by their
-  start: ``//abs`` at the filesystem root, ``~/p`` at the home folder,
-  ``/p`` at the project root (project and local files only), ``p`` or ``./p``
-  at the payload's ``cwd``. A pattern without a ``/`` inside matches at any
-  depth; ``*`` stays within a path segment, ``**`` crosses them; a pattern
-  that matches a folder matches everything in it. ``Read`` covers Read,
-  Grep, Glob and LS (their ``path``, the ``cwd`` when absent); ``Edit``
-  covers Edit, Write, MultiEdit and NotebookEdit.
+* ``Read(path)``, ``Edit(path)``, ``Write(path)`` (and the other file
+  tools): gitignore patterns, anchored by their start: ``//abs`` at the
+  filesystem root, ``~/p`` at the home folder, ``/p`` at the project root
+  (project and local files only), ``p`` or ``./p`` at the payload's ``cwd``.
+  A pattern without a ``/`` inside matches at any depth (``Read(./.env)``
+  runs for ``sub/.env`` too, measured); ``*`` stays within a path segment,
+  ``**`` crosses them; a pattern that matches a folder matches everything in
+  it. In ``if`` a path rule meets the tool it names (Claude Code 2.1.330:
+  ``Write(*.md)`` runs for Write, ``Edit(*.md)`` does not); hookcage also lets
+  ``Read`` meet Grep, Glob and LS (a folder search runs when the folders
+  overlap) and ``Edit`` every file-editing tool, as permission rules do.
 * ``WebFetch(domain:host)``: the URL's host, case-insensitive, trailing dot
   dropped; ``*.example.com`` is any subdomain (not the apex), ``*`` every
   host, any other ``*`` stays within one label.
@@ -32,9 +35,10 @@ page's (code.claude.com/docs/en/permissions, same snapshot):
 
 What hookcage decides (Claude Code says nothing, or evaluating is beyond it):
 a rule it cannot evaluate exactly or as a superset (a specifier of a tool
-whose syntax it does not know: ``PowerShell(...)``, ``Skill(...)``,
-``Write(path)`` which Claude Code accepts but never consults, a list of rules,
-control characters, more than :data:`MAX_RULE` characters) makes the handler
+whose syntax it does not know: ``PowerShell(...)``, ``Skill(...)``; a list of
+rules, which Claude Code accepts and never matches; ``Bash(command:...)``,
+which it ignores; control characters; more than :data:`MAX_RULE` characters or
+:data:`MAX_WILDCARDS` wildcards) makes the handler
 invalid: it is named with its file and JSON path and refused at review,
 never run "always". A rule it can read is evaluated so that the handler runs
 at least whenever Claude Code would run it: when the payload lacks what the
@@ -60,6 +64,8 @@ TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionReq
 """The events on which Claude Code evaluates ``if``; on others a handler with ``if`` never runs."""
 MAX_RULE = 4096
 """The longest ``if`` rule hookcage reads (characters)."""
+MAX_WILDCARDS = 64
+"""The most ``*`` a rule may hold: matching time grows with them (RE2 keeps it linear in the command)."""
 
 _RULE = re.compile(r"\s*([^\s()]+)\s*(?:\((.*)\))?\s*", re.DOTALL)
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.*:@-]+")
@@ -72,7 +78,6 @@ _EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 _PATH_FIELD = {"Read": "file_path", "Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
                "NotebookEdit": "notebook_path", "Grep": "path", "Glob": "path", "LS": "path"}
 _PATH_OPTIONAL = frozenset({"Grep", "Glob", "LS"})
-_UNCONSULTED = frozenset({"Write", "MultiEdit", "NotebookEdit", "Glob", "Grep", "LS"})
 # Parameters the param form may name (Claude Code knows each tool's schema; these are Bash's and Agent's).
 _PARAMS = {
     "Bash": frozenset({"timeout", "description", "run_in_background", "dangerouslyDisableSandbox"}),
@@ -82,8 +87,7 @@ _PARAMS = {
 _PRIMARY = {"Bash": "command", "PowerShell": "command", "Read": "file_path", "Edit": "file_path",
             "Write": "file_path", "Grep": "path", "Glob": "path", "NotebookEdit": "notebook_path",
             "WebFetch": "url"}
-_OWN_SYNTAX = frozenset({"Bash", "PowerShell", "Read", "Edit", "WebFetch", "Agent", "Task", "Skill",
-                         *_UNCONSULTED})
+_OWN_SYNTAX = frozenset({"Bash", "PowerShell", "WebFetch", "Agent", "Task", "Skill", *_PATH_FIELD})
 
 
 class ConditionError(ValueError):
@@ -168,6 +172,8 @@ def parse_condition(raw: Any, *, root_anchor: bool = True) -> Condition:
         raise ConditionError('must be a string: one permission rule such as "Bash(git push *)"')
     if len(raw) > MAX_RULE:
         raise ConditionError(f"longer than {MAX_RULE} characters: not read")
+    if raw.count("*") > MAX_WILDCARDS:
+        raise ConditionError(f"more than {MAX_WILDCARDS} wildcards: not read")
     if _CONTROL.search(raw):
         raise ConditionError("holds a control character or line break: not read")
     match = _RULE.fullmatch(raw)
@@ -201,13 +207,13 @@ def _with_specifier(raw: str, tool: str, spec: str, root_anchor: bool) -> Condit
         return Condition(raw, frozenset({tool}), check=_param_check(param.group(1), param.group(2).strip()))
     if tool == "Bash":
         return Condition(raw, frozenset({tool}), check=_bash_check(compile_bash(spec)))
-    if tool in ("Read", "Edit"):
-        family = _READ_TOOLS if tool == "Read" else _EDIT_TOOLS
+    if tool in _PATH_FIELD:
+        # Measured with Claude Code 2.1.330: in `if` a path rule meets calls of the tool it names
+        # (Write(*.md) runs for Write, Edit(*.md) does not), though permission rules consult only
+        # Read and Edit. hookcage also lets Read(...) meet Grep, Glob and LS and Edit(...) every
+        # file-editing tool, as permission rules do: a superset.
+        family = _READ_TOOLS if tool == "Read" else _EDIT_TOOLS if tool == "Edit" else frozenset({tool})
         return Condition(raw, family, check=_path_check(spec.strip(), root_anchor))
-    if tool in _UNCONSULTED:
-        instead = "Read" if tool in _READ_TOOLS else "Edit"
-        raise ConditionError(f"Claude Code accepts path rules for {tool} but never consults them: write "
-                             f"{instead}({spec}) instead")
     if tool == "WebFetch":
         if not spec.strip().startswith("domain:"):
             raise ConditionError("a WebFetch rule takes domain:HOST, e.g. WebFetch(domain:example.com)")
