@@ -1,0 +1,106 @@
+"""Golden cases for ``if``: what the real Claude Code does, and that hookcage runs a hook at least then.
+
+The real Claude Code CLI (``claude-agent-sdk`` 0.2.187 = Claude Code 2.1.330, see
+``tests/agents.py``), alone (not routed), in a throwaway repository whose
+``.claude/settings.json`` holds one PreToolUse hook with an ``if`` rule; a
+loopback model asks for one tool call. The hook touches a marker and blocks
+(exit 2), so the marker says whether Claude Code ran it. The same file and
+payload then go through hookcage's own reading (:func:`executor.core.hooks.parse_hook_file`
+in Claude Code's shape and :func:`executor.dialects.selects`):
+
+* wherever Claude Code runs the hook, hookcage runs it (a guard must never be
+  skipped where the agent would have run it);
+* where hookcage runs it although Claude Code does not, the case says so
+  (``superset``): a wrapper, a tool family; the hooks reference documents the
+  reason or hookcage chose the safe side;
+* a rule hookcage cannot evaluate is refused (``invalid``) where Claude Code
+  silently never runs the hook.
+
+No container is involved: the CLI runs the hook on the host, as it does unrouted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, ModelStandIn, ToolCall, claude_cli
+
+from executor.core.conditions import ConditionContext
+from executor.core.events import get_event
+from executor.core.hooks import Scope, parse_hook_file
+from executor.dialects import DIALECTS, selects
+
+pytestmark = pytest.mark.docker
+
+# (if, tool, tool_input, files to create, Claude Code 2.1.330 runs the hook, hookcage's answer)
+# hookcage's answer: "same", "superset" (runs although Claude Code does not) or "invalid".
+CASES: list[tuple[str, str, dict[str, Any], tuple[str, ...], bool, str]] = [
+    ("Bash(git push*)", "Bash", {"command": "git push origin main"}, (), True, "same"),
+    ("Bash(git push*)", "Bash", {"command": "ls"}, (), False, "same"),
+    ("Bash(git push *)", "Bash", {"command": "git  push origin main"}, (), True, "same"),
+    ("Bash(git push *)", "Bash", {"command": "FOO=bar git push origin"}, (), True, "same"),
+    ("Bash(git push *)", "Bash", {"command": "ls | git push origin"}, (), True, "same"),
+    ("Bash(rm *)", "Bash", {"command": "echo $(date)"}, (), False, "same"),
+    ("Bash(git push *)", "Bash", {"command": "echo $(date)"}, (), True, "same"),
+    ("Bash(git push *)", "Bash", {"command": "timeout 5 git push origin"}, (), False, "superset"),
+    ("Read(./.env)", "Read", {"file_path": "{root}/sub/.env"}, ("sub/.env",), True, "same"),
+    ("Read(.env)", "Read", {"file_path": "{root}/x.txt"}, ("x.txt",), False, "same"),
+    ("Write(*.md)", "Write", {"file_path": "{root}/a/b.md", "content": "x"}, (), True, "same"),
+    ("Edit(*.md)", "Write", {"file_path": "{root}/a/b.md", "content": "x"}, (), False, "superset"),
+    ("Bash(git push *)|Bash(ls *)", "Bash", {"command": "ls -la"}, (), False, "invalid"),
+    ("", "Bash", {"command": "ls"}, (), True, "same"),
+]
+
+
+def _settings(rule: str, marker: Path) -> dict[str, Any]:
+    handler = {"type": "command", "command": f"touch {marker}; echo blocked >&2; exit 2", "if": rule}
+    return {"hooks": {"PreToolUse": [{"hooks": [handler]}]}}
+
+
+def _claude_runs(tmp: Path, binary: Path, rule: str, tool: str, tool_input: dict[str, Any],
+                 files: tuple[str, ...]) -> tuple[bool, Path]:
+    root = tmp / "repo"
+    (root / ".claude").mkdir(parents=True)
+    for rel in files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x\n")
+    marker = tmp / "marker"
+    (root / ".claude" / "settings.json").write_text(json.dumps(_settings(rule, marker)))
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG")}
+    with ModelStandIn(tool_call=ToolCall(tool, tool_input), reply="done") as model:
+        agent = Agent("claude", binary, tmp / "claude-home", env, model=model)
+        try:
+            agent.run("go", root, routed=False, args=["--allowedTools", tool], timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"claude -p did not finish for {rule!r} on {tool_input}")
+    return marker.exists(), root
+
+
+@pytest.mark.parametrize(("rule", "tool", "tool_input", "files", "claude", "hookcage"), CASES,
+                         ids=[f"{c[0] or 'empty'}-{c[2]}" for c in CASES])
+def test_hookcage_runs_the_hook_whenever_claude_code_does(
+    tmp_path: Path, rule: str, tool: str, tool_input: dict[str, Any], files: tuple[str, ...], claude: bool,
+    hookcage: str,
+) -> None:
+    binary = claude_cli()
+    real_input = json.loads(json.dumps(tool_input).replace("{root}", str(tmp_path / "repo")))
+    ran, root = _claude_runs(tmp_path, binary, rule, tool, real_input, files)
+    assert ran is claude, f"Claude Code {'ran' if ran else 'did not run'} the hook: the golden case is stale"
+
+    parsed = parse_hook_file(_settings(rule, tmp_path / "marker"), scope=Scope.PROJECT,
+                             source=str(root / ".claude" / "settings.json"), project_root=str(root),
+                             shape=DIALECTS["claude"].shape)
+    (hook,) = parsed.hooks
+    if hookcage == "invalid":
+        assert hook.invalid and not claude
+        return
+    assert hook.invalid is None
+    payload = {"session_id": "s", "cwd": str(root), "hook_event_name": "PreToolUse", "tool_name": tool,
+               "tool_input": real_input, "tool_use_id": "t"}
+    runs = selects(get_event("PreToolUse"), hook, payload, ConditionContext(root=str(root), home=str(tmp_path)))
+    assert runs is (claude or hookcage == "superset")
