@@ -157,7 +157,7 @@ class Condition:
 
 
 def parse_condition(raw: Any, *, root_anchor: bool = True) -> Condition:
-    """Parse an ``if`` value (see the module docstring).
+    """Parse an ``if`` value as Claude Code reads it (see the module docstring).
 
     Args:
         raw: the value as decoded from JSON (a non-empty string; the caller
@@ -168,6 +168,11 @@ def parse_condition(raw: Any, *, root_anchor: bool = True) -> Condition:
     Raises:
         ConditionError: the rule cannot be evaluated; the message says why.
     """
+    _check_text(raw)
+    return _parse_claude(raw, root_anchor)
+
+
+def _check_text(raw: Any) -> None:
     if not isinstance(raw, str):
         raise ConditionError('must be a string: one permission rule such as "Bash(git push *)"')
     if len(raw) > MAX_RULE:
@@ -176,6 +181,9 @@ def parse_condition(raw: Any, *, root_anchor: bool = True) -> Condition:
         raise ConditionError(f"more than {MAX_WILDCARDS} wildcards: not read")
     if _CONTROL.search(raw):
         raise ConditionError("holds a control character or line break: not read")
+
+
+def _parse_claude(raw: str, root_anchor: bool) -> Condition:
     match = _RULE.fullmatch(raw)
     if match is None:
         raise ConditionError(f'{raw!r} is not a permission rule: write Tool or Tool(specifier), e.g. "Bash(git push *)"')
@@ -309,8 +317,9 @@ def _path_check(spec: str, root_anchor: bool) -> Check:
     return check
 
 
-def compile_path(spec: str, root_anchor: bool = True) -> _PathRule:
-    """Compile a Read/Edit path pattern (gitignore syntax with Claude Code's anchors)."""
+def compile_path(spec: str, root_anchor: bool = True, *, nocase: bool = False) -> _PathRule:
+    """Compile a Read/Edit path pattern (gitignore syntax with Claude Code's anchors; ``nocase``:
+    letters match either case, as CodeBuddy Code's globs do)."""
     anchored = False
     if spec.startswith("//"):
         anchor, rel, anchored = "/", spec[2:], True
@@ -333,7 +342,7 @@ def compile_path(spec: str, root_anchor: bool = True) -> _PathRule:
     body = _gitignore_regex(rel) if rel else ".*"
     prefix = "" if anchored else "(?:.*/)?"
     try:
-        pattern = linre.compile(r"(?s)\A" + prefix + "(?:" + body + r")\z")
+        pattern = linre.compile(("(?is)" if nocase else "(?s)") + r"\A" + prefix + "(?:" + body + r")\z")
     except linre.PatternError as exc:
         raise ConditionError(f"cannot compile the path pattern {spec!r}: {exc}") from None
     base = ""
@@ -435,3 +444,78 @@ def _under(rule: _PathRule, anchor: str, path: str) -> bool:
     # A pattern that matches a folder matches everything in it (gitignore).
     candidates = ["/".join(parts[:n]) for n in range(1, len(parts) + (0 if rule.dir_only else 1))]
     return any(rule.pattern.fullmatch(c) for c in candidates)
+
+
+# --- CodeBuddy Code's reading -----------------------------------------------------------------------
+
+_CODEBUDDY_RULE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\(([^)]*)\))?")
+_GLOB_EXTRAS = re.compile(r"[?\[\]{}]|\A!|[+@!*?]\(")  # picomatch: ? [] {} braces, a leading !, extglobs
+_CODEBUDDY_FILE_TOOLS = frozenset({"Read", "Write", "Edit", "MultiEdit"})
+_SEPARATORS = re.compile(r"&&|\|\||\||;|&")
+
+
+def parse_codebuddy_condition(raw: Any, *, root_anchor: bool = True) -> Condition | None:
+    """Parse an ``if`` value as CodeBuddy Code 2.163 reads it; None: it runs the hook on every call.
+
+    Read from its CLI (``HookManager.filterHooksByIfRule`` and the rule object
+    beside it; measured with the CLI in tests/integration/test_conditions_real_claude.py):
+    the trimmed rule must be ``Name`` or ``Name(spec)`` with no ``)`` in the
+    spec, else the hook runs on every call (a list such as ``Bash(a)|Bash(b)``
+    too); a call without a tool name (any event but the tool events) runs it;
+    the tool name is compared exactly; Bash and PowerShell specs are matched,
+    case-insensitively, against the whole command and each subcommand split at
+    ``&&``, ``||``, ``|``, ``;`` (``x:*``: the first word is ``x`` or the command
+    starts with ``x ``; with ``*``: a glob where ``*`` spans anything; else the
+    exact command), with no assignment stripped (``FOO=1 git push`` is not
+    ``git push *``); Read, Write, Edit and MultiEdit specs are case-insensitive
+    globs over the path; any other tool's spec over its first string input.
+
+    hookcage runs the hook at least then: it also runs it wherever Claude Code's
+    reading (:func:`parse_condition`) would, lets every agent's name for the tool
+    count, and runs a hook whose rule names another tool with a spec for every
+    call of that tool. A glob character other than ``*`` in a Bash or file spec
+    (``?``, ``[``, ``{``, ``!``...) is refused: hookcage does not evaluate
+    CodeBuddy's glob syntax.
+
+    Raises:
+        ConditionError: the rule cannot be evaluated; the message says why.
+    """
+    _check_text(raw)
+    match = _CODEBUDDY_RULE.fullmatch(raw.strip())
+    if match is None:
+        return None
+    tool, spec = match.group(1), (match.group(2) or "").strip()
+    if not spec:
+        return Condition(raw, frozenset({tool}))
+    if (tool in ("Bash", "PowerShell") or tool in _CODEBUDDY_FILE_TOOLS) and _GLOB_EXTRAS.search(spec):
+        raise ConditionError(f"{spec!r} holds a glob character other than *: hookcage does not evaluate "
+                                 "CodeBuddy Code's glob syntax")
+    if tool == "Bash":
+        claude = _bash_check(compile_bash(spec))
+        own = _codebuddy_command_check(spec)
+        return Condition(raw, frozenset({tool}), check=lambda i, p, c: own(i, p, c) or claude(i, p, c))
+    if tool in _CODEBUDDY_FILE_TOOLS:
+        rule = compile_path(spec, root_anchor, nocase=True)
+        return Condition(raw, frozenset({tool}), check=lambda i, p, c: path_matches(rule, i, p, c))
+    if tool == "PowerShell":
+        raise ConditionError(f"hookcage cannot evaluate PowerShell({spec}): it does not parse PowerShell")
+    return Condition(raw, frozenset({tool}))  # another tool's spec: every call of the tool (a superset)
+
+
+def _codebuddy_command_check(spec: str) -> Check:
+    if spec.endswith(":*"):
+        prefix = spec[:-2].strip()
+        regex = wildcard_regex(prefix) + r"(?:\s.*)?"
+    else:
+        regex = wildcard_regex(spec)  # `*` spans anything (picomatch's bash mode); no `*`: the exact command
+    pattern = linre.compile(r"(?is)\A\s*(?:" + regex + r")\s*\z")
+
+    def check(tool_input: Mapping[str, Any], payload: Mapping[str, Any], context: ConditionContext) -> bool:
+        command = tool_input.get("command")
+        if not isinstance(command, str):
+            return True
+        if len(command) > 100_000:
+            return True
+        return pattern.fullmatch(command) or any(pattern.fullmatch(part) for part in _SEPARATORS.split(command))
+
+    return check

@@ -25,7 +25,13 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
-from executor.core.conditions import TOOL_EVENTS, Condition, ConditionError, parse_condition
+from executor.core.conditions import (
+    TOOL_EVENTS,
+    Condition,
+    ConditionError,
+    parse_codebuddy_condition,
+    parse_condition,
+)
 from executor.core.envnames import PROJECT_DIR_VARS
 from executor.core.events import EVENTS, EventSpec
 from executor.core.matchers import Matcher, compile_matcher
@@ -213,8 +219,9 @@ class FileShape:
         default_timeout: the agent's default, in seconds.
         compile: how the agent's ``matcher`` strings are compiled.
         ignored_keys: handler keys the agent reads that hookcage does not act on.
-        conditions: the agent reads a handler's ``if`` (Claude Code's permission
-            rule, :mod:`executor.core.conditions`); an agent that does not runs
+        conditions: how the agent reads a handler's ``if`` (a permission rule,
+            :mod:`executor.core.conditions`): ``"claude"`` as Claude Code,
+            ``"codebuddy"`` as CodeBuddy Code; ``""``: it does not, so it runs
             the handler whatever its ``if`` says, and so does hookcage.
     """
 
@@ -227,7 +234,7 @@ class FileShape:
     ignored_keys: frozenset[str] = frozenset()
     canonical_names: bool = True
     """The agent's files may also name events canonically (Claude-Code-like agents)."""
-    conditions: bool = False
+    conditions: Literal["", "claude", "codebuddy"] = ""
 
     def event(self, name: str) -> str | None:
         """The name hooks of ``name`` are filed under (canonical, or the agent's own), or None."""
@@ -248,7 +255,7 @@ class FileShape:
         return ", ".join(names)
 
 
-HOOKCAGE_FILES = FileShape(conditions=True)
+HOOKCAGE_FILES = FileShape(conditions="claude")
 """hookcage's own files: the canonical catalog, seconds, Claude Code's matchers."""
 
 # hookcage's route, exactly as `hookcage install` writes it (executor.core.install.dispatch_command):
@@ -503,6 +510,8 @@ def _parse_if(
     evaluate rather than run the handler on every call.
     """
     value = raw["if"]
+    if shape.conditions == "codebuddy":
+        return _parse_codebuddy_if(value, path, event, scope, err, out)
     if value == "":
         out.warn(f"{path}.if", "empty: no condition (the hook runs whenever its matcher matches, as Claude Code "
                  "runs it)", event)
@@ -516,6 +525,26 @@ def _parse_if(
     except ConditionError as exc:
         err("if", f"{exc} (a condition hookcage cannot evaluate: the hook is not run)")
         return None
+
+
+def _parse_codebuddy_if(value: Any, path: str, event: str, scope: Scope, err: Any, out: Collector) -> Condition | None:
+    """``if`` as CodeBuddy Code 2.163 reads it (:func:`parse_codebuddy_condition`)."""
+    every_call = "CodeBuddy Code runs the hook on every call, and so does hookcage"
+    if not isinstance(value, str) or not value.strip():
+        out.warn(f"{path}.if", f"not a non-empty string: no condition ({every_call})", event)
+        return None
+    if event not in TOOL_EVENTS:
+        out.warn(f"{path}.if", f"{event} has no tool to compare: no condition ({every_call})", event)
+        return None
+    try:
+        condition = parse_codebuddy_condition(value, root_anchor=scope.from_repository)
+    except ConditionError as exc:
+        err("if", f"{exc} (a condition hookcage cannot evaluate: the hook is not run)")
+        return None
+    if condition is None:
+        out.warn(f"{path}.if", f"not a rule CodeBuddy Code reads (Name or Name(spec), no ')' inside): {every_call}",
+                 event)
+    return condition
 
 
 def _parse_env(

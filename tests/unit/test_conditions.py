@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from executor.core.conditions import ConditionContext, ConditionError, parse_condition
+from executor.core.conditions import (
+    ConditionContext,
+    ConditionError,
+    parse_codebuddy_condition,
+    parse_condition,
+)
 from executor.core.events import get_event
 from executor.core.hooks import HOOKCAGE_FILES, FileShape, Scope, parse_hook_file
 from executor.core.policy import selects
@@ -339,15 +344,61 @@ def test_the_condition_is_part_of_the_identity_only_when_set() -> None:
     assert plain.identity() == ["command", "guard", plain.identity()[2], []]  # as before conditions
 
 
-def test_claude_reads_if_codebuddy_and_codex_do_not() -> None:
+def test_claude_and_codebuddy_read_if_codex_gemini_jcode_do_not() -> None:
     hooks = {"PreToolUse": [{"matcher": "Bash", "hooks": [
         {"type": "command", "command": "guard", "if": "Bash(git push*)"}]}]}
-    (claude,) = _hooks(hooks, DIALECTS["claude"].shape)
-    assert claude.condition is not None
-    for agent in ("codebuddy", "codex"):
+    for agent in ("claude", "codebuddy"):
+        (hook,) = _hooks(hooks, DIALECTS[agent].shape)
+        assert hook.condition is not None, agent
+    for agent in ("codex", "jcode"):
         f = _file(hooks, DIALECTS[agent].shape)
         assert f.hooks[0].condition is None and f.hooks[0].invalid is None  # runs on every Bash call, as there
         assert any(p.path.endswith(".if") and f"{agent} does not read 'if'" in p.message for p in f.problems)
+
+
+# --- CodeBuddy Code 2.163's reading (measured: tests/integration/test_conditions_real_claude.py) ---------
+
+def cb(rule: str, payload: dict[str, Any]) -> bool | None:
+    condition = parse_codebuddy_condition(rule)
+    return None if condition is None else condition.holds(payload, CTX)
+
+
+@pytest.mark.parametrize(("rule", "command", "runs"), [
+    ("Bash(git push*)", "git push origin main", True),
+    ("Bash(git push*)", "ls", False),
+    ("Bash(git push*)", "GIT PUSH origin", True),           # CodeBuddy's globs ignore case
+    ("Bash(npm run test:*)", "npm run test --watch", True),
+    ("Bash(npm run test:*)", "npm run testing", False),
+    ("Bash(git push)", "ls; git push", True),               # each subcommand
+    ("Bash(git push *)", "FOO=1 git push origin", True),    # CodeBuddy: no; Claude Code: yes (hookcage: both)
+])
+def test_codebuddy_bash_rules(rule: str, command: str, runs: bool) -> None:
+    assert cb(rule, call("Bash", command=command)) is runs
+
+
+def test_codebuddy_runs_every_call_for_rules_it_does_not_read() -> None:
+    assert parse_codebuddy_condition("Bash(a)|Bash(b)") is None      # CodeBuddy runs it always
+    assert parse_codebuddy_condition("Bash(echo (x))") is None
+    f = _file({"PreToolUse": [{"hooks": [{"type": "command", "command": "g", "if": "Bash(a)|Bash(b)"}]}]},
+              DIALECTS["codebuddy"].shape)
+    assert f.hooks[0].condition is None and f.hooks[0].invalid is None
+    assert any("CodeBuddy Code runs the hook on every call" in p.message for p in f.problems)
+    f = _file({"SessionStart": [{"hooks": [{"type": "command", "command": "g", "if": "Bash(rm *)"}]}]},
+              DIALECTS["codebuddy"].shape)
+    assert f.hooks[0].condition is None and f.hooks[0].invalid is None  # no tool to compare: it runs
+
+
+def test_codebuddy_globs_hookcage_does_not_evaluate_are_refused() -> None:
+    for rule in ("Bash(rm -rf {a,b})", "Edit(src/[ab].ts)", "Read(!x)", "Bash(ls ?)"):
+        with pytest.raises(ConditionError, match="glob character"):
+            parse_codebuddy_condition(rule)
+
+
+def test_codebuddy_file_and_other_tools() -> None:
+    assert cb("Edit(*.MD)", call("Edit", file_path="/work/proj/a/b.md"))      # case-insensitive
+    assert not cb("Edit(*.md)", call("Write", file_path="/work/proj/a/b.md"))  # exact tool name
+    assert cb("WebFetch(domain:x.com)", call("WebFetch", url="https://y.com"))  # any call of the tool
+    assert not cb("WebFetch(domain:x.com)", call("Bash", command="ls"))
 
 
 def test_the_condition_is_in_the_trust_hash_only_when_set() -> None:
