@@ -20,7 +20,7 @@ command:
   ``$VAR``; and the hook always runs when the command cannot be parsed.
 
 Measured with Claude Code 2.1.330 (its real CLI, a loopback model, a
-PreToolUse hook with ``if``; tests/integration/test_conditions_real_claude.py):
+PreToolUse hook with ``if``; tests/integration/test_conditions_real_agents.py):
 the words are read as the shell reads them (``git  push`` and ``git "push"``
 and ``g\\it push`` meet ``git push *``), redirections and pipes are no
 obstacle, but in ``if`` none of the wrappers is stripped (``timeout 5 git

@@ -458,7 +458,7 @@ def parse_codebuddy_condition(raw: Any, *, root_anchor: bool = True) -> Conditio
     """Parse an ``if`` value as CodeBuddy Code 2.163 reads it; None: it runs the hook on every call.
 
     Read from its CLI (``HookManager.filterHooksByIfRule`` and the rule object
-    beside it; measured with the CLI in tests/integration/test_conditions_real_claude.py):
+    beside it; measured with the CLI in tests/integration/test_conditions_real_agents.py):
     the trimmed rule must be ``Name`` or ``Name(spec)`` with no ``)`` in the
     spec, else the hook runs on every call (a list such as ``Bash(a)|Bash(b)``
     too); a call without a tool name (any event but the tool events) runs it;

@@ -356,7 +356,7 @@ def test_claude_and_codebuddy_read_if_codex_gemini_jcode_do_not() -> None:
         assert any(p.path.endswith(".if") and f"{agent} does not read 'if'" in p.message for p in f.problems)
 
 
-# --- CodeBuddy Code 2.163's reading (measured: tests/integration/test_conditions_real_claude.py) ---------
+# --- CodeBuddy Code 2.163's reading (measured: tests/integration/test_conditions_real_agents.py) ---------
 
 def cb(rule: str, payload: dict[str, Any]) -> bool | None:
     condition = parse_codebuddy_condition(rule)
