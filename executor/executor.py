@@ -107,7 +107,8 @@ class HookView:
         """A plain dict for ``--json`` output."""
         h = self.hook
         return {
-            "id": h.id, "agent": h.agent or None, "event": h.event, "matcher": h.matcher.source, "type": h.type,
+            "id": h.id, "agent": h.agent or None, "event": h.event, "matcher": h.matcher.source,
+            "if": h.condition.source if h.condition is not None else None, "type": h.type,
             "command": h.command, "name": h.name, "scope": h.scope.value, "source": h.source,
             "path": h.json_path, "sandbox": h.sandbox.describe(), "timeout": h.timeout,
             "async": h.is_async, "once": h.once, "on_error": h.on_error,
