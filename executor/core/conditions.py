@@ -54,7 +54,7 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from executor.core import linre
@@ -519,3 +519,49 @@ def _codebuddy_command_check(spec: str) -> Check:
         return pattern.fullmatch(command) or any(pattern.fullmatch(part) for part in _SEPARATORS.split(command))
 
     return check
+
+
+# --- reading a handler's `if` -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IfReading:
+    """What a handler's ``if`` comes to: a condition, none, an error (the handler is invalid), a warning."""
+
+    condition: Condition | None = None
+    error: str = ""
+    warning: str = ""
+
+
+def read_if(value: Any, event: str, agent: Literal["claude", "codebuddy"], *, root_anchor: bool) -> IfReading:
+    """Read a handler's ``if`` as ``agent`` does, for a handler of ``event``.
+
+    Claude Code evaluates ``if`` only when it is a non-empty string, and only on
+    tool events (elsewhere the handler never runs: hookcage calls that an
+    error); hookcage refuses a rule it cannot evaluate rather than run the
+    handler on every call. CodeBuddy Code runs the handler on every call for an
+    empty rule, a rule it cannot read and on events without a tool (a warning).
+    """
+    refused = " (a condition hookcage cannot evaluate: the hook is not run)"
+    if agent == "codebuddy":
+        every_call = "CodeBuddy Code runs the hook on every call, and so does hookcage"
+        if not isinstance(value, str) or not value.strip():
+            return IfReading(warning=f"not a non-empty string: no condition ({every_call})")
+        if event not in TOOL_EVENTS:
+            return IfReading(warning=f"{event} has no tool to compare: no condition ({every_call})")
+        try:
+            condition = parse_codebuddy_condition(value, root_anchor=root_anchor)
+        except ConditionError as exc:
+            return IfReading(error=f"{exc}{refused}")
+        if condition is None:
+            return IfReading(warning=f"not a rule CodeBuddy Code reads (Name or Name(spec), no ')' inside): {every_call}")
+        return IfReading(condition)
+    if value == "":
+        return IfReading(warning="empty: no condition (the hook runs whenever its matcher matches, as Claude Code runs it)")
+    if event not in TOOL_EVENTS:
+        return IfReading(error=f"only evaluated on tool events ({', '.join(TOOL_EVENTS)}): Claude Code never runs a "
+                         f"handler with 'if' on {event}")
+    try:
+        return IfReading(parse_condition(value, root_anchor=root_anchor))
+    except ConditionError as exc:
+        return IfReading(error=f"{exc}{refused}")

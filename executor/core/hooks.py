@@ -25,13 +25,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
-from executor.core.conditions import (
-    TOOL_EVENTS,
-    Condition,
-    ConditionError,
-    parse_codebuddy_condition,
-    parse_condition,
-)
+from executor.core.conditions import Condition, read_if
 from executor.core.envnames import PROJECT_DIR_VARS
 from executor.core.events import EVENTS, EventSpec
 from executor.core.matchers import Matcher, compile_matcher
@@ -503,48 +497,14 @@ def parse_handler(
 def _parse_if(
     raw: Mapping[str, Any], path: str, event: str, scope: Scope, shape: FileShape, err: Any, out: Collector,
 ) -> Condition | None:
-    """The handler's ``if`` rule; an error (through ``err``) when it cannot be evaluated.
-
-    Claude Code evaluates ``if`` only when it is a non-empty string, only on tool
-    events (elsewhere the handler never runs); hookcage refuses a rule it cannot
-    evaluate rather than run the handler on every call.
-    """
-    value = raw["if"]
-    if shape.conditions == "codebuddy":
-        return _parse_codebuddy_if(value, path, event, scope, err, out)
-    if value == "":
-        out.warn(f"{path}.if", "empty: no condition (the hook runs whenever its matcher matches, as Claude Code "
-                 "runs it)", event)
-        return None
-    if event not in TOOL_EVENTS:
-        err("if", f"only evaluated on tool events ({', '.join(TOOL_EVENTS)}): Claude Code never runs a handler "
-            f"with 'if' on {event}")
-        return None
-    try:
-        return parse_condition(value, root_anchor=scope.from_repository)
-    except ConditionError as exc:
-        err("if", f"{exc} (a condition hookcage cannot evaluate: the hook is not run)")
-        return None
-
-
-def _parse_codebuddy_if(value: Any, path: str, event: str, scope: Scope, err: Any, out: Collector) -> Condition | None:
-    """``if`` as CodeBuddy Code 2.163 reads it (:func:`parse_codebuddy_condition`)."""
-    every_call = "CodeBuddy Code runs the hook on every call, and so does hookcage"
-    if not isinstance(value, str) or not value.strip():
-        out.warn(f"{path}.if", f"not a non-empty string: no condition ({every_call})", event)
-        return None
-    if event not in TOOL_EVENTS:
-        out.warn(f"{path}.if", f"{event} has no tool to compare: no condition ({every_call})", event)
-        return None
-    try:
-        condition = parse_codebuddy_condition(value, root_anchor=scope.from_repository)
-    except ConditionError as exc:
-        err("if", f"{exc} (a condition hookcage cannot evaluate: the hook is not run)")
-        return None
-    if condition is None:
-        out.warn(f"{path}.if", f"not a rule CodeBuddy Code reads (Name or Name(spec), no ')' inside): {every_call}",
-                 event)
-    return condition
+    """The handler's ``if`` rule (:func:`executor.core.conditions.read_if`): an error through
+    ``err`` when it cannot be evaluated, a warning where the agent ignores it."""
+    reading = read_if(raw["if"], event, shape.conditions or "claude", root_anchor=scope.from_repository)
+    if reading.error:
+        err("if", reading.error)
+    if reading.warning:
+        out.warn(f"{path}.if", reading.warning, event)
+    return reading.condition
 
 
 def _parse_env(
