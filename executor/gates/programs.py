@@ -43,6 +43,8 @@ WRAPPERS = frozenset({
     "ssh", "cpan", "cpan5.36-x86_64-linux-gnu", "gdb", "valgrind", "catchsegv", "sotruss", "memusage",
     "xtrace", "ld.so", "ld-linux.so.2", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1",
     "docker", "podman", "kubectl", "vim", "vi", "view", "ex", "nvim", "ed", "emacs",
+    # its SQL arguments (and stdin) take dot-commands: `.shell CMD`, `.system CMD`, `.load LIB`
+    "sqlite3",
 })  # fmt: skip
 """Programs whose arguments name a command they run: never allowed by a ``*`` entry."""
 
@@ -163,7 +165,7 @@ PLAIN = frozenset({
     "rev", "look", "namei", "rename.ul", "hardlink", "fincore", "fallocate", "isosize", "whereis", "col",
     "colrm", "column", "hexdump", "xxd", "bzip2", "bunzip2", "xz", "unxz", "zstd", "unzip", "tree",
     "gpgv", "getconf", "getent", "locale", "localedef", "iconvconfig", "ldconfig", "pldd", "zdump",
-    "tzselect", "debugfs", "sqlite3", "hookcage-slim",
+    "tzselect", "debugfs", "hookcage-slim", "bc",
     # procps, util-linux, system tools (nothing of theirs runs a program named by an argument)
     "ps", "pgrep", "pkill", "pidof", "pidwait", "pmap", "pwdx", "skill", "snice", "slabtop", "tload", "top",
     "uptime", "vmstat", "w", "free", "sysctl", "killall5", "renice", "dmesg", "logger", "mesg", "wall",

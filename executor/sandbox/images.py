@@ -3,7 +3,7 @@
 The runner image (``images/runner/Dockerfile``) is Debian bookworm plus the
 interpreters and tools real hooks run: sh, bash, coreutils, python3, node
 (with npm and npx), jq, git, shellcheck, gawk, file, patch, ca-certificates,
-procps and iproute2 (``RUNNER_PACKAGES``), and uv (with uvx) and ruff, whose
+procps, iproute2, sqlite3 and bc (``RUNNER_PACKAGES``), and uv (with uvx) and ruff, whose
 binaries come from pinned, hash-checked PyPI wheels (``RUNNER_WHEELS``; they
 are not packaged in bookworm). The wheels are fetched on the host side (pip,
 or the folder ``$HOOKCAGE_WHEELHOUSE``) and their binaries extracted into a
@@ -136,11 +136,15 @@ RUNNER_PACKAGES: tuple[str, ...] = (
     "ca-certificates",
     "procps",
     "iproute2",
+    "sqlite3",
+    "bc",
 )
 """Debian packages the runner image carries on top of a minimal base.
 
 grep, sed, findutils and diffutils are Essential (in every base) and mawk
 provides ``awk``; gawk, file and patch are not in ``--variant=minbase``.
+sqlite3 and bc are what real hooks call besides (1Password's agent hooks read
+their app's database with ``sqlite3``; shell hooks do arithmetic with ``bc``).
 """
 
 

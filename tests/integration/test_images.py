@@ -216,6 +216,44 @@ def test_hook_tool_runs_as_nobody_in_the_run_profile(
 
 
 @pytest.mark.docker
+def test_sqlite3_and_bc_work_in_the_run_profile(sandbox: DockerSandbox, workspace: Path) -> None:
+    # 1Password's agent hooks read their app's database with sqlite3; shell hooks count with bc.
+    code, out, err = run_hook(sandbox, workspace, (
+        "sqlite3 /tmp/t.db 'create table t(a); insert into t values (41);' "
+        "&& sqlite3 -readonly /tmp/t.db 'select a + 1 from t' && echo '6 * 7.5' | bc"
+    ))
+    assert code == 0, err
+    assert out.split() == ["42", "45.0"], out
+
+
+@pytest.mark.docker
+def test_python_standard_library_is_complete(sandbox: DockerSandbox, workspace: Path) -> None:
+    # Every module of the interpreter's own list imports, but the GUI (tk), other systems'
+    # (_scproxy, winreg...), the ones Debian moves to packages for building Python itself, and
+    # _gdbm (Debian's python3-gdbm: dbm falls back to dbm.ndbm/dbm.dumb); a hook that imports
+    # sqlite3, ssl, ctypes, curses, readline, lzma, venv ... gets them.
+    script = (
+        "import importlib, sys\n"
+        "skip = {'tkinter', 'turtle', 'turtledemo', 'idlelib', 'antigravity', 'this', '__phello__',\n"
+        "        'msvcrt', 'winreg', 'winsound', 'nt', '_winapi', '_overlapped', '_msi', 'msilib',\n"
+        "        '_wmi', 'ensurepip', 'lib2to3', 'distutils', '_tkinter', 'pydoc_data', '_scproxy',\n"
+        "        '_gdbm'}\n"
+        "bad = []\n"
+        "for name in sorted(sys.stdlib_module_names - skip):\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError as exc:\n"
+        "        bad.append(f'{name}: {exc}')\n"
+        "print(len(bad)); print(*bad, sep='\\n')\n"
+    )
+    (workspace / "stdlib_check.py").write_text(script)
+    (workspace / "stdlib_check.py").chmod(0o644)
+    code, out, err = run_hook(sandbox, workspace, "python3 stdlib_check.py")
+    assert code == 0, err
+    assert out.splitlines()[0] == "0", out
+
+
+@pytest.mark.docker
 def test_tool_versions_are_the_pinned_ones(sandbox: DockerSandbox, workspace: Path) -> None:
     code, out, err = run_hook(sandbox, workspace, "uv --version; ruff --version")
     assert code == 0, err
