@@ -247,7 +247,7 @@ class CopilotDialect(Dialect):
         "run beside Copilot's."
     )
 
-    also_runs = (".claude/settings.json",)
+    also_runs = (".claude/settings.json", ".claude/settings.local.json")  # R "Hooks locations"
 
     def offer(self, where: Where, read: Read, hookcage: str) -> Plan | None:
         """``install`` is refused (``takeover``); this routing can still be added."""
