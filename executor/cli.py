@@ -701,11 +701,12 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
             click.echo(f"nothing to review: every project hook in {_field(root)} is trusted" if not refused else
                        f"nothing else to review in {_field(root)}: {len(refused)} hook(s) could not be reviewed "
                        "(above) and stay untrusted; every other project hook is trusted")
-        unfetched = executor.unfetched(root, agents, retry=False)
-        if unfetched:
-            click.echo(f"fetching the dependencies of {len(unfetched)} trusted hook(s) (not in the cache)")
-        # and the scripts that could not be had before are named again (not fetched again)
-        failed = _fetch_dependencies(executor, executor.unfetched(root, agents), retry=False)
+        unready = executor.unfetched(root, agents)  # and what could not be had before: named, not retried
+        fetchable = [(hook, subject) for hook, subject in unready
+                     if any(not st.ready and not st.failure for st in executor.dependency_states(subject))]
+        if fetchable:
+            click.echo(f"fetching the dependencies of {len(fetchable)} trusted hook(s) (not in the cache)")
+        failed = _fetch_dependencies(executor, unready, retry=False)
         raise CliExit(1 if refused or failed or unseen else 0)
     interactive = not yes
     if interactive and not sys.stdin.isatty():

@@ -26,6 +26,7 @@ for the fetching and the run-time mounts.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import posixpath
@@ -188,7 +189,19 @@ def script_metadata(text: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def uv_need(path: str, data: bytes) -> Need | None:
-    """The need of one Python file, or None when it names no dependencies."""
+    """The need of one Python file, or None when it names no dependencies (a pure function,
+    read once per file's bytes up to 64 KiB: every hook of a folder covers the same scripts)."""
+    if len(data) <= 64 * 1024:
+        return _cached_uv_need(path, data)
+    return _uv_need(path, data)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_uv_need(path: str, data: bytes) -> Need | None:
+    return _uv_need(path, data)
+
+
+def _uv_need(path: str, data: bytes) -> Need | None:
     text = data.decode("utf-8", errors="replace")
     metadata, problem = script_metadata(text)
     if problem:
