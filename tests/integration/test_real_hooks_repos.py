@@ -381,7 +381,10 @@ def test_claude_repository_of_three_authors(claude_repo: RepoBench) -> None:
                                                                "git-safety")}
     for name, path in guards.items():
         repo.vendor(KARANB192, path, f".claude/hooks/{name}.js")
-    repo.vendor(SAFETY_NET, "dist/bin/cc-safety-net.js", ".claude/hooks/safety-net/dist/bin/cc-safety-net.js")
+    # The bundle is an ES module: node 20+ guesses so from its syntax, the runner's node 18 does not, and
+    # the plugin's package.json ("type": "module") would make hookcage fetch its npm dependencies, which the
+    # bundle already holds. So the copy is named .mjs (same bytes; the command line names it).
+    repo.vendor(SAFETY_NET, "dist/bin/cc-safety-net.js", ".claude/hooks/safety-net/cc-safety-net.mjs")
     for path in ONEPASSWORD.files:
         if not path.startswith("."):
             repo.vendor(ONEPASSWORD, path)
@@ -394,7 +397,7 @@ def test_claude_repository_of_three_authors(claude_repo: RepoBench) -> None:
                         KARANB192.cite(guards[name]), matcher=matcher)
 
     net = RepoHook("safety-net", "PreToolUse",
-                   'node "$CLAUDE_PROJECT_DIR/.claude/hooks/safety-net/dist/bin/cc-safety-net.js" --claude-code',
+                   'node "$CLAUDE_PROJECT_DIR/.claude/hooks/safety-net/cc-safety-net.mjs" --claude-code',
                    SAFETY_NET.cite("hooks/hooks.json"), matcher="Bash")
     onepassword = RepoHook("1password", "PreToolUse", "bin/run-hook.sh 1password-validate-mounted-env-files",
                            ONEPASSWORD.cite(".claude/settings.json"), matcher="Bash")
@@ -448,8 +451,8 @@ def test_copilot_repository_of_three_authors(copilot_repo: RepoBench) -> None:
     for path in ONEPASSWORD.files:
         if not path.startswith(".claude"):
             repo.vendor(ONEPASSWORD, path)
-    repo.vendor(SAFETY_NET, "dist/bin/cc-safety-net.js", ".github/hooks/safety-net/cc-safety-net.js")
-    net_command = "node .github/hooks/safety-net/cc-safety-net.js --copilot-cli"
+    repo.vendor(SAFETY_NET, "dist/bin/cc-safety-net.js", ".github/hooks/safety-net/cc-safety-net.mjs")
+    net_command = "node .github/hooks/safety-net/cc-safety-net.mjs --copilot-cli"
     repo.agent_file(".github/hooks/safety-net.json", {"version": 1, "hooks": {"preToolUse": [
         {"type": "command", "bash": net_command, "cwd": ".", "timeoutSec": 15}]}})
     repo.readable()
