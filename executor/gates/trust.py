@@ -766,6 +766,9 @@ class TrustSubject:
     """The agent whose file the hook is in (its dialect decides what its answer means)."""
     selectors: tuple[tuple[str, str | None], ...] = ()
     """Further payload fields the hook matches on (an agent's file patterns), as written."""
+    direct: tuple[str, ...] = field(default=(), compare=False)
+    """The paths among ``files`` that the command itself names (what the hook runs), as
+    opposed to what it covers beside them; not hashed (the command is)."""
 
     def canonical(self) -> str:
         """The subject as canonical JSON (sorted keys, no spaces, ASCII).
