@@ -56,14 +56,11 @@ from real_hooks_support import (
     Verdict,
     _short,
     agrees,
-    bench,
     told_in_one_line,
     verdict_of,
 )
 
 pytestmark = pytest.mark.docker
-__all__ = ["bench"]
-"""The shared fixture, used here by name."""
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "real_hooks"
 
