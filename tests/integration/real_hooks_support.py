@@ -395,31 +395,46 @@ class Bench:
         direct = [self.direct(case) for case in cases]
         self.adopt()
         caged = [self.dispatch(case) for case in cases]
-        problems: list[str] = []
-        for case, host, cage in zip(cases, direct, caged, strict=True):
-            outcome = "same"
-            try:
-                assert host.verdict.kind == case.expect, (
-                    f"run directly, {case.hook.name} answered {host.verdict.show()} (expected {case.expect}): "
-                    f"exit {host.code}, stdout {host.stdout[:300]!r}, stderr {host.stderr[:300]!r}")
-                if case.by_design:
-                    assert case.check is not None
-                    case.check(host, cage)
-                    outcome = f"differs by design: {case.by_design}"
-                else:
-                    assert agrees(host.verdict, cage.verdict), "direct and hookcage disagree"
-                    assert not _failure_note(cage.verdict.notes, case.hook.name), (
-                        f"hookcage reports a failure: {cage.verdict.notes}")
-            except AssertionError as exc:
-                outcome = f"FAIL: {_short(str(exc).splitlines()[0], 200)}"
-                problems.append(f"{case.hook.name} / {case.label}: {exc}\n  hookcage exit {cage.code}, "
-                                f"stdout {cage.stdout[:400]!r}, stderr {cage.stderr[:400]!r}")
-            self.rows.append(Row(case.hook.name, case.label, host.verdict.show(), cage.verdict.show()
-                                 + (f" {{notes: {_short(cage.verdict.notes, 90)}}}" if cage.verdict.notes else ""),
-                                 outcome))
+        problems = [self.judge(case.hook.name, case.label, host, cage, case.expect, by_design=case.by_design,
+                               check=case.check, names=(case.hook.name,))
+                    for case, host, cage in zip(cases, direct, caged, strict=True)]
+        self.conclude(problems)
+
+    def judge(self, hook: str, payload: str, host: Run, cage: Run, expect: str, *, by_design: str = "",
+              check: Callable[[Run, Run], None] | None = None, names: tuple[str, ...] = (),
+              same: Callable[[], bool] | None = None, direct: str = "") -> str:
+        """Check one payload's two runs and add its row to the table. Returns the problem ("" if none).
+
+        The direct run must answer ``expect``; then hookcage's answer must agree (``same``, default
+        :func:`agrees`) with no failure reported for any of ``names``, or, ``by_design``, pass ``check``.
+        """
+        outcome, problem = "same", ""
+        try:
+            assert host.verdict.kind == expect, (
+                f"run directly, {hook} answered {host.verdict.show()} (expected {expect}): "
+                f"exit {host.code}, stdout {host.stdout[:300]!r}, stderr {host.stderr[:300]!r}")
+            if by_design:
+                assert check is not None
+                check(host, cage)
+                outcome = f"differs by design: {by_design}"
+            else:
+                assert same() if same else agrees(host.verdict, cage.verdict), "direct and hookcage disagree"
+                assert not any(_failure_note(cage.verdict.notes, name) for name in names), (
+                    f"hookcage reports a failure: {cage.verdict.notes}")
+        except AssertionError as exc:
+            outcome = f"FAIL: {_short(str(exc).splitlines()[0], 200)}"
+            problem = (f"{hook} / {payload}: {exc}\n  hookcage exit {cage.code}, "
+                       f"stdout {cage.stdout[:400]!r}, stderr {cage.stderr[:600]!r}")
+        notes = f" {{notes: {_short(cage.verdict.notes, 90)}}}" if cage.verdict.notes else ""
+        self.rows.append(Row(hook, payload, direct or host.verdict.show(), cage.verdict.show() + notes, outcome))
+        return problem
+
+    def conclude(self, problems: list[str]) -> None:
+        """Print the table; fail with it and every problem when there is one."""
         table = self.table()
         print("\n" + table)
-        assert not problems, table + "\n\n" + "\n\n".join(problems)
+        found = [problem for problem in problems if problem]
+        assert not found, table + "\n\n" + "\n\n".join(found)
 
     def table(self) -> str:
         lines = ["| hook | payload | direct (host) | hookcage | outcome |", "|---|---|---|---|---|"]

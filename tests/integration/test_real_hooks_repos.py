@@ -51,10 +51,8 @@ from real_hooks_support import (
     Bench,
     Case,
     Hook,
-    Row,
     Run,
     Verdict,
-    _short,
     agrees,
     told_in_one_line,
     verdict_of,
@@ -270,8 +268,9 @@ class RepoBench(Bench):
                 or (self.agent == "copilot" and {h.event, case.event} == {"userPromptSubmitted", "UserPromptSubmit"})]
         return [h for h in same if not tool or _matches(h.matcher, tool)]
 
-    def direct_repo(self, case: RepoCase) -> tuple[Run, list[str]]:
-        """Every matching hook run as the agent runs it; the agent's fold; the rows' ``name: answer``."""
+    def direct_repo(self, case: RepoCase) -> tuple[Run, list[str], tuple[str, ...]]:
+        """Every matching hook run as the agent runs it: the agent's fold, each hook's ``name: answer``,
+        and the commands of the hooks that exited 0 (hookcage must report no failure of theirs)."""
         verdicts, shown, runs = [], [], []
         for hook in self.matching(case):
             payload = self.agent_payload(case, hook.event)
@@ -285,7 +284,9 @@ class RepoBench(Bench):
             shown.append(f"{hook.name}: {verdict.show()}")
         folded = fold(verdicts)
         out = "\n".join(p.stdout for p in runs)
-        return Run(0, out, "\n".join(p.stderr for p in runs), folded), shown
+        quiet = tuple(hook.command for hook, proc in zip(self.matching(case), runs, strict=True)
+                      if proc.returncode == 0)
+        return Run(0, out, "\n".join(p.stderr for p in runs), folded), shown, quiet
 
     # -- through hookcage -----------------------------------------------------------------
 
@@ -311,32 +312,16 @@ class RepoBench(Bench):
         direct = [self.direct_repo(case) for case in cases]
         self.adopt()
         caged = [self.dispatch_repo(case) for case in cases]
-        problems: list[str] = []
-        for case, (host, per_hook), cage in zip(cases, direct, caged, strict=True):
-            outcome = "same"
-            try:
-                assert host.verdict.kind == case.expect, (
-                    f"run directly, the repository answered {host.verdict.show()} (expected {case.expect}): "
-                    f"{per_hook}, stdout {host.stdout[:300]!r}, stderr {host.stderr[:300]!r}")
-                if case.by_design:
-                    assert case.check is not None
-                    case.check(host, cage)
-                    outcome = f"differs by design: {case.by_design}"
-                else:
-                    reasons = [r for r in host.verdict.reason.split("\n") if r]
-                    assert all(agrees(Verdict(host.verdict.kind, reason, host.verdict.context), cage.verdict)
-                               for reason in reasons or [""]), "direct and hookcage disagree"
-            except AssertionError as exc:
-                outcome = f"FAIL: {_short(str(exc).splitlines()[0], 200)}"
-                problems.append(f"{case.label}: {exc}\n  hookcage exit {cage.code}, stdout {cage.stdout[:400]!r}, "
-                                f"stderr {cage.stderr[:600]!r}")
-            sources = "; ".join(h.source for h in self.matching(case)) or "(no hook listens)"
-            self.rows.append(Row(sources, case.label, "; ".join(per_hook) or host.verdict.show(),
-                                 cage.verdict.show() + (f" {{notes: {_short(cage.verdict.notes, 90)}}}"
-                                                        if cage.verdict.notes else ""), outcome))
-        table = self.table()
-        print("\n" + table)
-        assert not problems, table + "\n\n" + "\n\n".join(problems)
+        problems = []
+        for case, (host, per_hook, quiet), cage in zip(cases, direct, caged, strict=True):
+            reasons = [reason for reason in host.verdict.reason.split("\n") if reason] or [""]
+            problems.append(self.judge(
+                "; ".join(h.source for h in self.matching(case)) or "(no hook listens)", case.label, host, cage,
+                case.expect, by_design=case.by_design, check=case.check, names=quiet, direct="; ".join(per_hook),
+                same=lambda host=host, cage=cage, reasons=reasons: all(
+                    agrees(Verdict(host.verdict.kind, reason, host.verdict.context), cage.verdict)
+                    for reason in reasons)))
+        self.conclude(problems)
 
 
 @pytest.fixture
