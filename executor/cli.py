@@ -310,6 +310,9 @@ def list_hooks(event: str | None, as_json: bool, agent: str | None, project: Pat
         if view.trusted is not None:
             click.echo(f"    trust: {'trusted' if view.trusted else 'NOT trusted'}"
                        + (f" ({_field(view.trust_detail)})" if view.trust_detail else ""))
+        for state in view.dependencies:  # a helper's only when it cannot be had (--json: every one)
+            if state.own or not state.ready:
+                click.echo(f"    dependencies: {_field(state.describe())}")
         click.echo(f"    runs: {runs}")
 
 
@@ -570,12 +573,20 @@ def _ask_trust(frame: str, hidden: bool, show_all: Any) -> bool:
 
 def _show_dependencies(subject: Any) -> None:
     """The review's lines about what the hook's scripts need fetched (network is used only then)."""
-    from executor.core.deps import find_needs
+    from executor.core.deps import find_needs, own_need
 
     for need in find_needs(subject.files):
+        own = own_need(need, subject.direct)
         if need.problem:
             click.echo(f"    dependencies: {_field(need.path)}: {_field(need.problem)} - nothing can be fetched; "
-                       "the hook will not run")
+                       + ("the hook will not run" if own else
+                          "a helper script the hook covers (its command does not name it): the hook runs, "
+                          "this script fails if the hook runs it"))
+        elif not own:
+            click.echo(f"    dependencies of a helper script (the hook's command does not name it): "
+                       f"{_field(need.describe())}\n"
+                       "      fetched like the hook's own, into a cache of its own; if they cannot be had, the hook "
+                       "still runs and this script fails when it is run, as without network")
         elif need.kind == "uv":
             click.echo(f"    dependencies: {_field(need.describe())}\n"
                        "      fetched now by this machine's pip as wheels from your index; pip may start no "
@@ -590,19 +601,36 @@ def _show_dependencies(subject: Any) -> None:
                        "on this machine); runs use them read-only through NODE_PATH, offline")
 
 
-def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]]) -> int:
-    """Fetch the dependencies of the hooks just trusted; how many could not be fetched."""
+def _fetch_dependencies(executor: Any, trusted: Sequence[tuple[Any, Any]], *, retry: bool = True) -> int:
+    """Fetch the dependencies of these trusted hooks, each script once; how many hooks cannot run for it.
+
+    A hook's own script whose dependencies cannot be had stops that hook (it says so at
+    every run); a helper script's is named once and stops nothing.
+    """
     failed = 0
+    seen: set[str] = set()
+    helpers: dict[str, str] = {}
     for hook, subject in trusted:
         try:
-            problem = executor.fetch_dependencies(hook, subject, lambda line: click.echo(f"    {_field(line)}"))
+            left = executor.fetch_dependencies(hook, subject, lambda line: click.echo(f"    {_field(line)}"),
+                                               retry=retry, seen=seen)
         except HookcageError as exc:
-            problem = str(exc)
-        if problem:
             failed += 1
-            click.echo(f"dependencies of {_hook_scope_text(hook)} NOT fetched: {_shown(problem)}; "
-                       "it will say so at every run instead of running (fix it, then run `hookcage trust` again)",
-                       err=True)
+            click.echo(f"dependencies of {_hook_scope_text(hook)} NOT fetched: {_shown(str(exc))}", err=True)
+            continue
+        own = [state for state in left if state.own]
+        for state in left:
+            if not state.own:
+                helpers.setdefault(state.need.where(), state.failure or "not fetched")
+        if own:
+            failed += 1
+            click.echo(f"dependencies of {_hook_scope_text(hook)} NOT fetched: {_shown(own[0].failure or '')}; "
+                       "it will say so at every run instead of running (fix it, then run "
+                       "`hookcage trust --fetch-only` again)", err=True)
+    for where, why in sorted(helpers.items()):
+        click.echo(f"warning: helper script {_field(where)}: its dependencies cannot be had ({_shown(why)}); "
+                   "the hooks beside it run, and it fails if one of them runs it (as without network). "
+                   "`hookcage trust --fetch-only` tries again", err=True)
     return failed
 
 
@@ -675,10 +703,12 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
             click.echo(f"nothing to review: every project hook in {_field(root)} is trusted" if not refused else
                        f"nothing else to review in {_field(root)}: {len(refused)} hook(s) could not be reviewed "
                        "(above) and stay untrusted; every other project hook is trusted")
-        unfetched = executor.unfetched(root, agents)
-        if unfetched:
-            click.echo(f"fetching the dependencies of {len(unfetched)} trusted hook(s) (not in the cache)")
-        failed = _fetch_dependencies(executor, unfetched)
+        unready = executor.unfetched(root, agents)  # and what could not be had before: named, not retried
+        fetchable = [(hook, subject) for hook, subject in unready
+                     if any(not st.ready and not st.failure for st in executor.dependency_states(subject))]
+        if fetchable:
+            click.echo(f"fetching the dependencies of {len(fetchable)} trusted hook(s) (not in the cache)")
+        failed = _fetch_dependencies(executor, unready, retry=False)
         raise CliExit(1 if refused or failed or unseen else 0)
     interactive = not yes
     if interactive and not sys.stdin.isatty():
@@ -727,7 +757,7 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
     if unseen:
         click.echo(f"not reviewed: {len(unseen)} repository file(s) that an agent runs itself, on the host, "
                    "could not be shown (listed before the review)")
-    failed = _fetch_dependencies(executor, trusted)
+    failed = _fetch_dependencies(executor, trusted, retry=False)
     if refused or failed or unseen:
         raise CliExit(1)
 
@@ -1021,6 +1051,7 @@ def doctor() -> None:
 
     report(True, f"hookcage {__version__}, home {settings.home}")
     _doctor_agents(report, settings.home)
+    _doctor_dependencies(report)
     probe = Probe()  # what the checks share (the engine's client...)
     for found in backends():  # each backend's checks (executor.sandbox.registry), in order
         for check_fn in found.checks:
@@ -1044,6 +1075,29 @@ def _doctor_agents(report: Any, home: Path) -> None:
     click.echo("agents:" if checks else "agents: none on PATH or configured in this repository")
     for check in checks:
         report(check.ok, check.what, check.fix)
+
+
+def _doctor_dependencies(report: Any) -> None:
+    """The trusted project hooks' scripts whose dependencies are not in the cache (this project)."""
+    try:
+        executor, root = _executor_and_root(None)
+        _, views = executor.inventory(root)
+    except HookcageError as exc:
+        report(False, f"dependencies: the project's hooks could not be read ({_shown(str(exc))})")
+        return
+    states = {state.key: state for view in views if view.trusted for state in view.dependencies}
+    if not states:
+        return
+    missing = [state for state in states.values() if not state.ready]
+    if not missing:
+        report(True, f"dependencies: the {len(states)} script(s) of trusted hooks in {_field(root)} that name "
+                     "dependencies have them")
+    for state in sorted(missing, key=lambda st: st.need.path):
+        fix = ("fix what it names; nothing else is fetched" if state.need.problem else
+               f"`hookcage trust --fetch-only` in {_field(root)}")
+        what = ("a hook's own script: that hook does not run" if state.own else
+                "a helper script: the hooks run, it fails if one runs it")
+        report(False, f"dependencies: {_field(state.describe())} ({what})", fix)
 
 
 def shutil_which(name: str) -> str | None:

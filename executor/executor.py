@@ -47,7 +47,7 @@ from typing import Any
 from executor import in_hook
 from executor.config import load_hooks, project_root, refuse_own_dirs_in_project
 from executor.core.conditions import ConditionContext
-from executor.core.deps import cache_key, find_needs
+from executor.core.deps import find_needs, own_need
 from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.events import EventSpec, check_payload, get_event
 from executor.core.hooks import DOCKER_SOCKETS, HookSpec, dedupe
@@ -79,7 +79,7 @@ from executor.gates.trust import (
 from executor.runlog import append_records, cap_event, claim_once
 from executor.sandbox import homes, orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
-from executor.sandbox.depcache import DepCache, RunSetup, package_words, run_setup
+from executor.sandbox.depcache import DepCache, NeedState, RunSetup, package_words, run_setup
 from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
@@ -102,6 +102,8 @@ class HookView:
     allow: AllowCheck | None = None
     trusted: bool | None = None
     trust_detail: str = ""
+    dependencies: tuple[NeedState, ...] = ()
+    """Each script's (or package's) dependencies the hook covers, and where their cache stands."""
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict for ``--json`` output."""
@@ -120,6 +122,10 @@ class HookView:
             "allowlist_suggestion": self.allow.suggestion if self.allow else None,
             "trusted": self.trusted,
             "trust_detail": self.trust_detail or None,
+            "dependencies": [
+                {**st.need.to_json(), "own": st.own, "ready": st.ready, "failure": st.failure}
+                for st in self.dependencies
+            ],
         }
 
 
@@ -148,6 +154,7 @@ class _Gate:
     deps: RunSetup | None = None
     allow: AllowCheck | None = None
     trusted: bool | None = None
+    dependencies: tuple[NeedState, ...] = ()
 
 
 def _unstage(runs: Sequence[_Run]) -> None:
@@ -198,12 +205,14 @@ def _inside_project(path: Path, root: str) -> bool:
     return os.path.commonpath([real, project]) == project
 
 
-def _refused_dependencies(files: Sequence[FileState]) -> str | None:
-    """Why a hook's dependencies are refused (one line, naming the file and the dependency), if they are.
+def _refused_dependencies(files: Sequence[FileState], direct: Sequence[str]) -> str | None:
+    """Why a hook's own dependencies are refused (one line, naming the file and the dependency), if they are.
 
-    Such a hook cannot be trusted: what it names is never fetched (a URL, a path, git, ...).
+    Such a hook cannot be trusted: what its script names is never fetched (a URL, a
+    path, git, ...). A script it only covers (a helper beside it) with refused
+    dependencies does not stop it: that script fails if the hook runs it.
     """
-    bad = [need for need in find_needs(files) if need.problem]
+    bad = [need for need in find_needs(files) if need.problem and own_need(need, direct)]
     if not bad:
         return None
     more = f" (and {len(bad) - 1} more file(s) naming dependencies refused)" if len(bad) > 1 else ""
@@ -265,6 +274,7 @@ class HookExecutor:
         self._environ = environ
         self._lock = threading.Lock()
         self._trust: TrustStore | None = None
+        self._dep_cache: DepCache | None = None
         self.allowlist = AllowList(self.settings.allow_entries, tuple(self.settings.allowlist.deny))
         self._background: list[Future[None]] = []
         self._async_pool: ThreadPoolExecutor | None = None
@@ -305,7 +315,7 @@ class HookExecutor:
         detail = gate.skip.detail if gate.skip is not None and gate.skip.reason == "untrusted" else ""
         if gate.outcome is not None and gate.outcome.error:
             detail = gate.outcome.error
-        return HookView(hook, gate.skip, gate.allow, gate.trusted, detail)
+        return HookView(hook, gate.skip, gate.allow, gate.trusted, detail, gate.dependencies)
 
     # -- dispatch ------------------------------------------------------------
 
@@ -437,23 +447,26 @@ class HookExecutor:
         except HookcageError as exc:  # the image cannot be resolved: the hook cannot run
             return _Gate(outcome=error_outcome(hook.label, str(exc), hook_id=hook.id), allow=check, trusted=False)
         if not trusted:
-            refused = _refused_dependencies(subject.files)
+            refused = _refused_dependencies(subject.files, subject.direct)
             return _Gate(skip=Skip("untrusted", refused or "new or changed since it was reviewed"),
                          allow=check, trusted=False)
+        states = self.dependency_states(subject)
         if not check_cache:
-            return _Gate(allow=check, trusted=True)
-        needs = find_needs(subject.files)
-        if not needs:
+            return _Gate(allow=check, trusted=True, dependencies=tuple(states))
+        if not states:
             return _Gate(files=subject.files, allow=check, trusted=True)
-        key = cache_key(needs, subject.files, str(subject.profile.get("image")))
-        cache = self.dep_cache()
-        if not cache.ready(key):
-            failure = cache.failure(key)
-            why = (f"its dependencies could not be fetched at review ({failure})" if failure else
-                   "its dependencies are not installed (" + "; ".join(n.describe() for n in needs) + ")")
+        # Only the hook's own scripts stop it: a helper whose dependencies cannot be had
+        # is left out of the run and fails if the hook runs it, as it would offline.
+        missing = [state for state in states if state.own and not state.ready]
+        if missing:
+            failed = [state for state in missing if state.failure]
+            why = (f"its dependencies could not be fetched at review ({failed[0].failure})" if failed else
+                   "its dependencies are not installed (" + "; ".join(st.need.describe() for st in missing) + ")")
             message = f"{why}: not run; run `hookcage trust --fetch-only` in {root} to fetch them"
             return _Gate(outcome=error_outcome(hook.label, message, hook_id=hook.id), allow=check, trusted=True)
-        return _Gate(files=subject.files, deps=run_setup(cache.path(key), needs), allow=check, trusted=True)
+        cache = self.dep_cache()
+        ready = [(cache.path(state.key), state.need) for state in states if state.ready]
+        return _Gate(files=subject.files, deps=run_setup(ready) if ready else None, allow=check, trusted=True)
 
     def trust_store(self) -> TrustStore:
         """The trust store (``$HOOKCAGE_HOME/trust.json`` plus ``HOOKCAGE_TRUST_FILE``)."""
@@ -494,6 +507,7 @@ class HookExecutor:
         """
         command = hook.command or ""
         files = collect_references(command_words(literal_words(command, str(root))), str(root))
+        direct = tuple(state.path for state in files)
         files = collect_loaded(files, str(root), shell_words=lambda text: literal_words(text, str(root)))
         files = self._with_dependency_files(files, root)
         options = hook.sandbox
@@ -516,7 +530,7 @@ class HookExecutor:
             root=str(root), source=hook.source, event=hook.event, matcher=hook.matcher.source,
             type=hook.type, command=command, files=files, profile=profile,
             capabilities=tuple(sorted(hook.capabilities)), agent=hook.agent,
-            selectors=tuple((path, m.source) for path, m in hook.selectors),
+            selectors=tuple((path, m.source) for path, m in hook.selectors), direct=direct,
             condition=hook.condition.source if hook.condition is not None else None,
         )
 
@@ -536,35 +550,64 @@ class HookExecutor:
         return tuple(merged[path] for path in sorted(merged))
 
     def dep_cache(self) -> DepCache:
-        """The dependency cache (``$HOOKCAGE_HOME/deps``)."""
-        return DepCache(self.settings.home / "deps")
+        """The dependency cache (``$HOOKCAGE_HOME/deps``; one per executor: it remembers each image's Python)."""
+        if self._dep_cache is None:
+            self._dep_cache = DepCache(self.settings.home / "deps")
+        return self._dep_cache
 
-    def fetch_dependencies(
-        self, hook: HookSpec, subject: TrustSubject, log: Callable[[str], None]
-    ) -> str | None:
-        """Fetch what a reviewed hook's scripts need (the only step that may use network).
-
-        Returns:
-            None when there is nothing to fetch or the cache is ready, else
-            the problem, naming the dependencies (the hook then reports it at
-            every run instead of running).
-        """
+    def dependency_states(self, subject: TrustSubject) -> list[NeedState]:
+        """Where each script's (or package's) dependencies of a hook stand in the cache."""
         needs = find_needs(subject.files)
         if not needs:
-            return None
+            return []
+        return self.dep_cache().states(needs, subject.files, image=str(subject.profile.get("image")),
+                                       root=subject.root, direct=subject.direct)
+
+    def fetch_dependencies(
+        self, hook: HookSpec, subject: TrustSubject, log: Callable[[str], None], *,
+        retry: bool = True, seen: set[str] | None = None,
+    ) -> list[NeedState]:
+        """Fetch what a reviewed hook's scripts need (the only step that may use network).
+
+        Each script (or package) is fetched on its own, into a cache of its own
+        shared by every hook that covers it: one that cannot be fetched stands
+        in no other's way.
+
+        Args:
+            retry: fetch again what failed before (``trust --fetch-only``);
+                otherwise such a need is reported with its recorded failure.
+            seen: keys already handled in this review (each is fetched once).
+
+        Returns:
+            The needs that are not ready after this (each with its failure).
+        """
+        seen = set() if seen is None else seen
         root = Path(subject.root)
-        key = cache_key(needs, subject.files, str(subject.profile.get("image")))
-        sandbox = self._sandbox(hook.sandbox.backend)
-        return self.dep_cache().fetch(
-            key, needs, subject.files, root=root, image=hook.sandbox.image, run=sandbox.run,
-            staging=self._staging_root(), log=log,
-            labels={"hookcage.session": "review", "hookcage.hook": hook.id},
-        )
+        cache = self.dep_cache()
+        left = []
+        for state in self.dependency_states(subject):
+            if state.ready:
+                continue
+            if state.key in seen or state.need.problem or (state.failure and not retry):
+                left.append(state)
+                continue
+            seen.add(state.key)
+            sandbox = self._sandbox(hook.sandbox.backend)
+            problem = cache.fetch(
+                state.key, state.need, subject.files, root=root, image=hook.sandbox.image, run=sandbox.run,
+                staging=self._staging_root(), log=log,
+                labels={"hookcage.session": "review", "hookcage.hook": hook.id},
+            )
+            if problem:
+                left.append(replace(state, failure=problem))
+        return left
 
     def unfetched(
-        self, root: Path, agents: Sequence[Dialect] | None = None
+        self, root: Path, agents: Sequence[Dialect] | None = None, *, retry: bool = True
     ) -> list[tuple[HookSpec, TrustSubject]]:
-        """The trusted repository hooks whose dependencies are not in the cache (yet, or any more)."""
+        """The trusted repository hooks with a script whose dependencies are not in the cache
+        (yet, or any more; with ``retry``, also those whose fetch failed or that are refused,
+        so that they are named)."""
         hookset = self.load(root, agents)
         missing = []
         for hook in hookset.hooks:
@@ -574,10 +617,10 @@ class HookExecutor:
                 subject = self.trust_subject(hook, root)
             except HookcageError:
                 continue
-            needs = find_needs(subject.files)
-            if not needs or not self.is_trusted(subject):
+            states = self.dependency_states(subject)
+            if not states or not self.is_trusted(subject):
                 continue
-            if not self.dep_cache().ready(cache_key(needs, subject.files, str(subject.profile.get("image")))):
+            if any(not st.ready and (retry or not st.failure) for st in states):
                 missing.append((hook, subject))
         return missing
 
@@ -609,7 +652,7 @@ class HookExecutor:
             # A dependency that is not a package from an index or registry (a URL, a path,
             # git, a pip option) is never fetched, so the hook cannot be trusted: refused
             # here, at review, naming it; only the hooks whose files name it are affected.
-            why = _refused_dependencies(subject.files)
+            why = _refused_dependencies(subject.files, subject.direct)
             if why:
                 refused.append((hook, why))
                 continue

@@ -15,15 +15,18 @@ tool would fetch from a URL, a path or version control, or build from source,
 is a ``problem`` of the need, and the hook is refused at review.
 
 Hook runs have no network, so these are fetched when the hook is reviewed
-(``hookcage trust``) into a cache keyed by :func:`cache_key`, which covers the
-bytes of every file that names them (the script, ``package.json``, the lock
-file, local ``file:`` packages) and the image they were installed for: the
-trust record that pins those bytes pins the cache. See :mod:`executor.sandbox.depcache`
+(``hookcage trust``), one cache per script or package, keyed by :func:`need_key`,
+which covers the bytes of every file that names them (the script,
+``package.json``, the lock file, local ``file:`` packages), the image they were
+installed for and the project's root: the trust record that pins those bytes
+pins the cache. :func:`own_need` tells a hook's own needs (its command names
+the script) from those of scripts it only covers. See :mod:`executor.sandbox.depcache`
 for the fetching and the run-time mounts.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import posixpath
@@ -39,8 +42,10 @@ from executor.gates.trust import FileState
 
 Kind = Literal["uv", "node"]
 
-CACHE_FORMAT = 1
-"""Bumped when the cache's layout changes (old caches are then fetched again)."""
+CACHE_FORMAT = 2
+"""Bumped when the cache's layout changes (old caches are then fetched again).
+
+2: one cache per script or package (was: per hook), bound at its own path."""
 
 # PEP 723's reference regular expression (packaging.python.org, "Inline script metadata") is
 #   (?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$
@@ -184,7 +189,19 @@ def script_metadata(text: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def uv_need(path: str, data: bytes) -> Need | None:
-    """The need of one Python file, or None when it names no dependencies."""
+    """The need of one Python file, or None when it names no dependencies (a pure function,
+    read once per file's bytes up to 64 KiB: every hook of a folder covers the same scripts)."""
+    if len(data) <= 64 * 1024:
+        return _cached_uv_need(path, data)
+    return _uv_need(path, data)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_uv_need(path: str, data: bytes) -> Need | None:
+    return _uv_need(path, data)
+
+
+def _uv_need(path: str, data: bytes) -> Need | None:
     text = data.decode("utf-8", errors="replace")
     metadata, problem = script_metadata(text)
     if problem:
@@ -453,26 +470,45 @@ def find_needs(files: Sequence[FileState]) -> tuple[Need, ...]:
     return tuple(sorted(needs, key=lambda n: (n.path, n.kind)))
 
 
-def cache_key(needs: Sequence[Need], files: Sequence[FileState], image: str) -> str:
-    """The cache directory's name for a hook's needs: covers every byte that names them.
+def need_key(need: Need, files: Sequence[FileState], image: str, root: str) -> str:
+    """The cache folder's name for one need: covers every byte that names it.
+
+    One script (uv) or one package (Node) has one cache, whichever hooks
+    cover it: a script that cannot be fetched never stands in another's way,
+    and a review of a script already fetched fetches nothing again.
 
     Args:
-        needs: the hook's needs.
-        files: the files of its trust subject (their hashes are used).
+        need: one need of a hook.
+        files: the files of the hook's trust subject (their hashes are used).
         image: the image id the dependencies are installed for.
+        root: the project root (uv names a script's environment after its
+            absolute path, and the install runs at that path).
     """
     hashes = {f.path: f.sha256 for f in files}
     named: dict[str, str | None] = {}
-    for need in needs:
-        if need.kind == "uv":
-            named[need.path] = hashes.get(need.path)
-        else:
-            prefix = "" if need.path == "." else need.path + "/"
-            for path, digest in hashes.items():
-                if path.startswith(prefix) or any(path == p or path.startswith(p + "/") for p in need.local):
-                    named[path] = digest
+    if need.kind == "uv":
+        named[need.path] = hashes.get(need.path)
+    else:
+        prefix = "" if need.path == "." else need.path + "/"
+        for path, digest in hashes.items():
+            if path.startswith(prefix) or any(path == p or path.startswith(p + "/") for p in need.local):
+                named[path] = digest
     document = json.dumps(
-        {"format": CACHE_FORMAT, "image": image, "needs": [n.to_json() for n in needs], "files": named},
+        {"format": CACHE_FORMAT, "image": image, "root": root, "need": need.to_json(), "files": named},
         sort_keys=True, separators=(",", ":"),
     )
     return hashlib.sha256(document.encode()).hexdigest()[:32]
+
+
+def own_need(need: Need, direct: Sequence[str]) -> bool:
+    """Whether ``need`` is the hook's own: its command names the script (or a Node script of
+    the package), as opposed to a script the hook only covers (beside its own, or loaded).
+
+    A hook is refused, or reports an error instead of running, only for its own
+    needs; another script's dependencies that cannot be had make that script
+    fail when (and if) the hook runs it, as on a machine without network.
+    """
+    if need.kind == "uv":
+        return need.path in direct
+    prefix = "" if need.path == "." else need.path + "/"
+    return any(path.startswith(prefix) and path.endswith(NODE_SUFFIXES) for path in direct)

@@ -204,8 +204,9 @@ class FileShape:
 
     Attributes:
         agent: the agent ("" for hookcage's own files).
-        event_names: the agent's event names -> canonical names (an event not
-            listed is looked up in the catalog as it is).
+        event_names: the agent's event names -> canonical names, or the name of
+            one of its ``own_events`` (an event not listed is looked up in the
+            catalog as it is).
         own_events: the agent's events with no canonical twin, carried under
             their own name (only that agent's hooks match them).
         timeout_scale: seconds per unit of ``timeout`` (0.001 for agents that
@@ -235,7 +236,7 @@ class FileShape:
         if name in self.own_events:
             return name
         canonical = self.event_names.get(name, name if self.canonical_names else None)
-        return canonical if canonical in EVENTS else None
+        return canonical if canonical in EVENTS or canonical in self.own_events else None
 
     def spec(self, name: str) -> EventSpec:
         """The event spec of a name :meth:`event` returned."""

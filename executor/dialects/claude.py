@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from executor.core.events import EVENTS
+from executor.core.events import EVENTS, EventSpec
 from executor.core.hooks import FileShape, HookFile, Scope, parse_hook_file
 from executor.core.install import (
     NEVER_ROUTED,
@@ -34,6 +35,8 @@ from executor.core.install import (
     read_json,
     routes,
 )
+from executor.core.protocol import HookOutcome, HookRun
+from executor.core.text import decode, sanitize
 from executor.dialects.base import Dialect, HookSource, Where, home_path, project_sources
 
 MANAGED_DIR = "/etc/claude-code"
@@ -166,6 +169,43 @@ class ClaudeDialect(Dialect):
               environ: Mapping[str, str] | None = None) -> HookFile:
         return parse_hook_file(settings_hooks(data), scope=scope, source=source, project_root=project_root,
                                shape=self.shape)
+
+    # -- answers -------------------------------------------------------------------------
+
+    json_on_every_exit: bool = True
+    """Claude Code's hooks reference ("Exit code output", code.claude.com/docs/en/hooks; the
+    wording of the page since 2026-08-31, quoted in gabriel-dehan/claude_hooks issue #63 and in
+    later copies): stdout "starts with ``{`` and ends with ``}``" is JSON, else plain text; on
+    "any other exit code" (1, 3, ...) "with a parsed object that passes schema validation ...
+    Claude Code ignores the exit code and the JSON alone decides the outcome"; on exit 2
+    "Claude Code still reads any valid JSON output on stdout" and "The blocking message is the
+    reason from your JSON's blocking decision when it makes one, and your stderr text
+    otherwise". ``False`` keeps the earlier rule (JSON read on exit 0 only)."""
+
+    def parse_answer(self, spec: EventSpec, run: HookRun) -> HookOutcome:
+        text = decode(run.stdout).strip()
+        if not self.json_on_every_exit or not run.finished or not text.startswith("{") \
+                or spec.errors_fail or spec.answers_path:
+            return super().parse_answer(spec, run)
+        if not text.endswith("}"):
+            # "Starts with { but doesn't end with }: Claude Code treats it as plain text."
+            base = super().parse_answer(spec, replace(run, stdout=b""))
+            plain = sanitize(run.stdout).strip()
+            if run.exit_code == 0 and plain and spec.plain_text_context:
+                return replace(base, additional_context=plain)
+            return base
+        if run.exit_code == 0:
+            return super().parse_answer(spec, run)
+        read = super().parse_answer(spec, replace(run, exit_code=0))
+        valid = read.status != "error" and not read.notes  # "passes schema validation"
+        if run.exit_code != 2:
+            return replace(read, exit_code=run.exit_code) if valid else super().parse_answer(spec, run)
+        blocked = super().parse_answer(spec, run)
+        if not valid or blocked.status != "block":
+            return blocked  # schema-invalid JSON still blocks, on stderr; the shell's own exit 2 stays a failure
+        said = read.reason if read.status == "block" or read.decision == "deny" else None
+        return replace(read, status="block", exit_code=2, reason=said or blocked.reason,
+                       decision="deny" if read.decision == "deny" else None, updated_input=None)
 
     # -- hookcage install -----------------------------------------------------------------
 

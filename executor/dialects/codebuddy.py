@@ -34,6 +34,9 @@ class CodeBuddyDialect(ClaudeDialect):
     managed_dir = None
     project_dir_var = "CODEBUDDY_PROJECT_DIR"
     input_key = "modifiedInput"
+    json_on_every_exit = False
+    """Claude Code reads a hook's JSON on every exit code since mid-2026; nothing says CodeBuddy
+    Code 2.163 does: its hooks' JSON is read on exit 0 only (the earlier rule)."""
     # Its IDE plugin's tools (AGENTS.md; the CLI itself uses Claude Code's names).
     tool_names: Mapping[str, str] = {"execute_command": "Bash", "read_file": "Read", "write_to_file": "Write",
                   "replace_in_file": "Edit", "search_files": "Grep", "list_files": "LS"}

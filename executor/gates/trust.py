@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -344,12 +345,29 @@ def _script_kind(path: str, text: str) -> str | None:
 
 
 def _python_imports(text: str, folder: str) -> list[str]:
+    if len(text) <= _CACHED_TEXT:
+        return list(_cached_python_imports(text, folder))
+    return list(_python_imports_of(text, folder))
+
+
+_CACHED_TEXT = 64 * 1024
+"""Scripts up to this size are parsed once per text (at most 1024 kept: 64 MiB in a daemon)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_python_imports(text: str, folder: str) -> tuple[str, ...]:
+    return _python_imports_of(text, folder)
+
+
+def _python_imports_of(text: str, folder: str) -> tuple[str, ...]:
+    """The words of :func:`_python_imports` (a pure function of its arguments: every hook of a
+    folder covers the same scripts, and a review or a dispatch reads them once per hook)."""
     import ast
 
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
+        return ()
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -360,7 +378,7 @@ def _python_imports(text: str, folder: str) -> list[str]:
     words: list[str] = []
     for name in sorted(names):
         words.extend((f"{prefix}{name}.py", f"{prefix}{name}"))
-    return words
+    return tuple(words)
 
 
 def _node_requires(text: str, folder: str) -> list[str]:
@@ -766,6 +784,9 @@ class TrustSubject:
     """The agent whose file the hook is in (its dialect decides what its answer means)."""
     selectors: tuple[tuple[str, str | None], ...] = ()
     """Further payload fields the hook matches on (an agent's file patterns), as written."""
+    direct: tuple[str, ...] = field(default=(), compare=False)
+    """The paths among ``files`` that the command itself names (what the hook runs), as
+    opposed to what it covers beside them; not hashed (the command is)."""
     condition: str | None = None
     """The handler's ``if`` rule as written: a changed condition is a changed hook."""
 

@@ -3,7 +3,9 @@
 How this works (see :mod:`executor.core.deps` for what a hook needs):
 
 - **At review** (``hookcage trust``, the only moment network is used),
-  :meth:`DepCache.fetch` fills ``$HOOKCAGE_HOME/deps/<key>/``:
+  :meth:`DepCache.fetch` fills ``$HOOKCAGE_HOME/deps/<key>/``, one folder per
+  script (uv) or package (Node), whichever hooks cover it
+  (:func:`executor.core.deps.need_key`):
 
   - *uv scripts*: the image is asked which Python, platform and glibc it has;
     ``pip download --only-binary=:all:`` on this machine fetches wheels for
@@ -27,12 +29,14 @@ How this works (see :mod:`executor.core.deps` for what a hook needs):
 
   A ``ready.json`` written last marks a complete cache; a failure writes
   ``failed.json`` naming what could not be resolved.
-- **At run**, :func:`run_setup` binds the cache read-only at
-  ``/hookcage/deps`` and points the tools at it: ``UV_CACHE_DIR`` is a fresh
-  folder in ``/tmp`` linking to the cache's environments (uv needs a writable
-  cache root for its lock; the environments stay read-only), ``UV_OFFLINE=1``;
-  ``NODE_PATH`` names the package's ``node_modules``. The run stays
-  network-less.
+- **At run**, :func:`run_setup` binds each ready cache of the hook
+  read-only at ``/hookcage/deps/<key>`` (the path it was installed at) and
+  points the tools at them: ``UV_CACHE_DIR`` is a fresh folder in ``/tmp``
+  linking to the caches' environments (uv needs a writable cache root for its
+  lock; the environments stay read-only), ``UV_OFFLINE=1``; ``NODE_PATH``
+  names the packages' ``node_modules``. The run stays network-less. A script
+  whose cache is not ready is not bound: it fails if the hook runs it, as on a
+  machine without network.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from executor.core.deps import NODE_LOCKS, NODE_SUFFIXES, Need
+from executor.core.deps import NODE_LOCKS, NODE_SUFFIXES, Need, need_key, own_need
 from executor.core.text import decode, first_line, sanitize
 from executor.errors import HookcageError
 from executor.gates.trust import FileState
@@ -64,7 +68,7 @@ from executor.sandbox import staging as staging_folders
 from executor.sandbox.base import Bind, RunRequest, RunResult, SandboxOptions
 
 DEPS_MOUNT = "/hookcage/deps"
-"""Where a hook's dependency cache is bound (read-only at run, read-write while fetched)."""
+"""Where dependency caches are bound, each at ``DEPS_MOUNT/<key>`` (read-only at run, read-write while fetched)."""
 WHEELS_MOUNT = "/hookcage/wheels"
 RUN_UV_CACHE = "/tmp/.hookcage-uv"
 """uv's cache root at run: writable (uv locks it), its environments linked from the cache."""
@@ -164,23 +168,64 @@ class RunSetup:
         return f"{self.prelude} && exec /bin/sh -c {shlex.quote(command)}"
 
 
-def run_setup(cache: Path, needs: Sequence[Need]) -> RunSetup:
-    """The mounts, environment and prelude of a run whose dependencies are in ``cache``."""
+def run_setup(caches: Sequence[tuple[Path, Need]]) -> RunSetup:
+    """The mounts, environment and prelude of a run whose needs are ready in these caches.
+
+    Args:
+        caches: ``(folder, need)`` for every need whose cache is ready (the
+            folder's name is its key, and its path in the sandbox).
+    """
     env: dict[str, str] = {}
     prelude = ""
-    if any(n.kind == "uv" for n in needs):
+    uv = [folder.name for folder, need in caches if need.kind == "uv"]
+    if uv:
         env.update(UV_CACHE_DIR=RUN_UV_CACHE, UV_OFFLINE="1", UV_NO_INDEX="1",
                    UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
-        links = " ".join(shlex.quote(f"{DEPS_MOUNT}/uv/{name}") for name in _UV_SHARED)
-        prelude = f"mkdir -p {RUN_UV_CACHE} && ln -sfn {links} {RUN_UV_CACHE}/"
-    node = [n for n in needs if n.kind == "node"]
+        # uv reads one cache root: a writable one in /tmp whose entries link to every cache's.
+        folders = " ".join(shlex.quote(f"{RUN_UV_CACHE}/{name}") for name in _UV_SHARED)
+        loops = []
+        for name in _UV_SHARED:
+            entries = " ".join(shlex.quote(f"{DEPS_MOUNT}/{key}/uv/{name}") + "/*" for key in uv)
+            loops.append(f'for e in {entries}; do if [ -e "$e" ]; then '
+                         f'ln -sfn "$e" {shlex.quote(f"{RUN_UV_CACHE}/{name}")}/; fi; done')
+        prelude = f"mkdir -p {folders} && " + " && ".join(loops)
+    node = [(folder.name, need) for folder, need in caches if need.kind == "node"]
     if node:
-        env["NODE_PATH"] = ":".join(_node_modules(n) for n in node)
-    return RunSetup((Bind(str(cache), DEPS_MOUNT, read_only=True),), env, prelude)
+        env["NODE_PATH"] = ":".join(_node_modules(key, need) for key, need in node)
+    binds = tuple(Bind(str(folder), f"{DEPS_MOUNT}/{folder.name}", read_only=True) for folder, _ in caches)
+    return RunSetup(binds, env, prelude)
 
 
-def _node_modules(need: Need) -> str:
-    return posixpath.normpath(f"{DEPS_MOUNT}/node/{need.path}/node_modules")
+def _node_modules(key: str, need: Need) -> str:
+    return posixpath.normpath(f"{DEPS_MOUNT}/{key}/node/{need.path}/node_modules")
+
+
+@dataclass(frozen=True)
+class NeedState:
+    """One need of a hook, and where its cache stands.
+
+    ``own``: the hook's command names the script (or a Node script of the
+    package); otherwise the hook only covers it (a helper beside it, or a
+    script it loads). ``failure``: why the last fetch failed (or why the need
+    is refused: then it is never fetched).
+    """
+
+    need: Need
+    key: str
+    own: bool
+    ready: bool
+    failure: str | None
+
+    def describe(self) -> str:
+        """One line for people: the script, and whether its dependencies can be had."""
+        role = "" if self.own else "helper "
+        if self.ready:
+            return f"{role}{self.need.describe()}: ready"
+        if self.need.problem:
+            return f"{role}{self.need.where()}: refused ({self.need.problem})"
+        if self.failure:
+            return f"{role}{self.need.where()}: could not be fetched ({self.failure})"
+        return f"{role}{self.need.describe()}: not fetched yet"
 
 
 class DepCache:
@@ -188,6 +233,7 @@ class DepCache:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._targets: dict[str | None, Target] = {}  # the image's Python, asked once per image
 
     def path(self, key: str) -> Path:
         """The folder of one key."""
@@ -196,6 +242,17 @@ class DepCache:
     def ready(self, key: str) -> bool:
         """Whether the cache of ``key`` was completely fetched."""
         return (self.path(key) / READY).is_file()
+
+    def states(self, needs: Sequence[Need], files: Sequence[FileState], *, image: str, root: str,
+               direct: Sequence[str]) -> list[NeedState]:
+        """Where each need of one hook stands (:func:`executor.core.deps.need_key`, :func:`own_need`)."""
+        out = []
+        for need in needs:
+            key = need_key(need, files, image, root)
+            ready = self.ready(key)
+            out.append(NeedState(need, key, own_need(need, direct), ready,
+                                 None if ready else (need.problem or self.failure(key))))
+        return out
 
     def failure(self, key: str) -> str | None:
         """What went wrong when ``key`` was last fetched, if it failed."""
@@ -208,7 +265,7 @@ class DepCache:
     def fetch(
         self,
         key: str,
-        needs: Sequence[Need],
+        need: Need,
         files: Sequence[FileState],
         *,
         root: Path,
@@ -218,11 +275,14 @@ class DepCache:
         log: Log,
         labels: Mapping[str, str] | None = None,
     ) -> str | None:
-        """Fetch and install the needs of one hook into the cache of ``key``.
+        """Fetch and install one need (a script's or a package's) into the cache of ``key``.
+
+        Two reviews fetching the same key take turns (a lock file beside the
+        folder); the second finds it ready.
 
         Args:
-            key: the cache key (:func:`executor.core.deps.cache_key`).
-            needs: what the hook needs.
+            key: the cache key (:func:`executor.core.deps.need_key`).
+            need: what one script or package needs.
             files: the reviewed files (their bytes are what gets installed from).
             root: the project root.
             image: the hook's image (None: the default).
@@ -237,28 +297,37 @@ class DepCache:
         """
         if self.ready(key):
             return None
-        problems = [f"{n.path}: {n.problem}" for n in needs if n.problem]
-        if problems:
-            return self._failed(key, "; ".join(problems))
+        if need.problem:
+            return self._failed(key, f"{need.where()}: {need.problem}")
+        from filelock import FileLock
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.root / f"{key}.lock")):
+            if self.ready(key):
+                return None
+            return self._fetch(key, need, files, root=root, image=image, run=run, staging=staging, log=log,
+                               labels=labels)
+
+    def _fetch(self, key: str, need: Need, files: Sequence[FileState], *, root: Path, image: str | None,
+               run: Runner, staging: Path, log: Log, labels: Mapping[str, str] | None) -> str | None:
         folder = self.path(key)
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True, mode=0o755)
         folder.chmod(0o777)  # the sandbox's uid writes here while installing
         work = staging_folders.new_folder(staging, "deps")  # owned: swept if this process dies
         job = _Job(root=root, image=image, run=run, work=work, cache=folder, log=log,
-                   labels=dict(labels or {}), files={f.path: f for f in files})
+                   labels=dict(labels or {}), files={f.path: f for f in files}, targets=self._targets)
         try:
-            for need in needs:
-                problem = job.uv(need) if need.kind == "uv" else job.node(need)
-                if problem:
-                    return self._failed(key, problem)
+            problem = job.uv(need) if need.kind == "uv" else job.node(need)
+            if problem:
+                return self._failed(key, problem)
         except HookcageError as exc:
-            return self._failed(key, str(exc))
+            return self._failed(key, f"{need.where()}: {exc}")
         finally:
             shutil.rmtree(work, ignore_errors=True)
             with contextlib.suppress(OSError):
                 folder.chmod(0o755)
-        record = {"needs": [n.to_json() for n in needs], "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        record = {"need": need.to_json(), "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "installed": job.installed}
         _write_json(folder / READY, record)
         with contextlib.suppress(OSError):
@@ -284,8 +353,13 @@ class _Job:
     log: Log
     labels: dict[str, str]
     files: dict[str, FileState]
-    target: Target | None = None
+    targets: dict[str | None, Target] = field(default_factory=dict)
     installed: list[str] = field(default_factory=list)
+
+    @property
+    def mount(self) -> str:
+        """Where the cache is bound while installing: where runs find it (absolute paths hold)."""
+        return f"{DEPS_MOUNT}/{self.cache.name}"
 
     def _request(self, command: str, *, overlays: Mapping[str, str] | None = None,
                  binds: Sequence[Bind] = (), env: Mapping[str, str] | None = None,
@@ -307,16 +381,16 @@ class _Job:
     # -- uv scripts ------------------------------------------------------------
 
     def _target(self) -> Target:
-        if self.target is None:
+        if self.image not in self.targets:
             result = self._sandboxed("asking the image for its Python", self._request(_PROBE))
             if result.exit_code != 0:
                 raise HookcageError("the image has no working python3 for uv scripts"
                                     + _said(result.stderr))
             try:
-                self.target = Target.from_probe(json.loads(result.stdout))
+                self.targets[self.image] = Target.from_probe(json.loads(result.stdout))
             except ValueError as exc:
                 raise HookcageError("the image's python3 gave an unreadable answer") from exc
-        return self.target
+        return self.targets[self.image]
 
     def uv(self, need: Need) -> str | None:
         target = self._target()
@@ -347,8 +421,8 @@ class _Job:
         result = self._sandboxed(f"installing the dependencies of {need.path}", self._request(
             f"uv sync --script {shlex.quote(script)}",
             overlays={script: staged},
-            binds=(Bind(str(wheels), WHEELS_MOUNT), Bind(str(self.cache), DEPS_MOUNT, read_only=False)),
-            env={"UV_CACHE_DIR": f"{DEPS_MOUNT}/uv", "UV_OFFLINE": "1", "UV_NO_INDEX": "1",
+            binds=(Bind(str(wheels), WHEELS_MOUNT), Bind(str(self.cache), self.mount, read_only=False)),
+            env={"UV_CACHE_DIR": f"{self.mount}/uv", "UV_OFFLINE": "1", "UV_NO_INDEX": "1",
                  "UV_FIND_LINKS": WHEELS_MOUNT, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1",
                  "UV_LINK_MODE": "copy"},
         ))
@@ -394,7 +468,7 @@ class _Job:
                      if f"{prefix}{name}" in self.files), None)
         verb = "ci" if lock else "install"
         offline = not need.registry
-        where = posixpath.normpath(f"{DEPS_MOUNT}/node/{need.path}")
+        where = posixpath.normpath(f"{self.mount}/node/{need.path}")
         self.log(f"installing {need.describe()} with npm {verb} --ignore-scripts in a sandbox"
                  + (" (network-less: every dependency is local)" if offline else
                     f" (with network, for {', '.join(need.registry)})"))
@@ -402,7 +476,7 @@ class _Job:
                    f"--omit=dev --loglevel=error" + (" --offline" if offline else ""))
         result = self._sandboxed(f"installing {need.path}/package.json", self._request(
             command,
-            binds=(Bind(str(self.cache), DEPS_MOUNT, read_only=False),),
+            binds=(Bind(str(self.cache), self.mount, read_only=False),),
             env={"npm_config_cache": "/tmp/.npm", "npm_config_update_notifier": "false", "HOME": "/tmp"},
             network="none" if offline else "bridge",
         ))

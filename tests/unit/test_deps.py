@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 from executor.core.deps import (
     ONLY_INDEX,
     Need,
-    cache_key,
     find_needs,
     lock_problem,
+    need_key,
     node_need,
     npm_spec_problem,
+    own_need,
     requirement_problem,
     script_metadata,
     uv_need,
@@ -125,23 +126,52 @@ def test_find_needs_reads_python_scripts_and_manifests_only() -> None:
     assert kinds == [("node", ".hookcage"), ("uv", ".hookcage/guard.py"), ("uv", ".hookcage/run")]
 
 
-def test_the_cache_key_covers_the_naming_bytes_and_the_image() -> None:
+def test_the_cache_key_covers_the_naming_bytes_the_image_and_the_root() -> None:
     files = (state("g.py", UV_SCRIPT),)
-    needs = find_needs(files)
-    key = cache_key(needs, files, "sha256:aa")
-    assert key == cache_key(needs, files, "sha256:aa")
-    assert key != cache_key(needs, files, "sha256:bb")
+    (need,) = find_needs(files)
+    key = need_key(need, files, "sha256:aa", "/p")
+    assert key == need_key(need, files, "sha256:aa", "/p")
+    assert key != need_key(need, files, "sha256:bb", "/p")
+    assert key != need_key(need, files, "sha256:aa", "/q")  # uv names a script's environment by its path
     changed = (state("g.py", UV_SCRIPT + b"# a comment\n"),)
-    assert key != cache_key(find_needs(changed), changed, "sha256:aa")
+    assert key != need_key(find_needs(changed)[0], changed, "sha256:aa", "/p")
+
+
+def test_one_script_has_one_cache_whichever_hook_covers_it() -> None:
+    # Two hooks cover the same helper beside their own scripts: its key does not depend on
+    # the other files of either hook, so it is fetched once, and a change to one hook's own
+    # script leaves the helper's cache as it is.
+    helper = state("h/utils/tts.py", UV_SCRIPT)
+    first = (state("h/a.py", UV_SCRIPT.replace(b"requests", b"rich")), helper)
+    second = (state("h/b.sh", b"#!/bin/sh\necho\n"), helper, state("h/c.txt", b"x"))
+    keys = {need_key(n, files, "img", "/p") for files in (first, second) for n in find_needs(files)
+            if n.path == "h/utils/tts.py"}
+    assert len(keys) == 1
 
 
 def test_the_node_cache_key_covers_the_lock_and_local_packages() -> None:
     manifest = state("h/package.json", b'{"dependencies": {"a": "file:../vendor/a.tgz"}}')
     files = (manifest, state("h/package-lock.json", b"{}"), state("vendor/a.tgz", b"v1"))
-    key = cache_key(find_needs(files), files, "img")
+    (need,) = find_needs(files)
+    key = need_key(need, files, "img", "/p")
     for i, changed in enumerate((state("h/package-lock.json", b"{ }"), state("vendor/a.tgz", b"v2"))):
         other = tuple(changed if f.path == changed.path else f for f in files)
-        assert cache_key(find_needs(other), other, "img") != key, i
+        assert need_key(find_needs(other)[0], other, "img", "/p") != key, i
+
+
+def test_a_hook_owns_the_scripts_its_command_names_and_covers_the_rest() -> None:
+    files = (
+        state(".claude/hooks/stop.py", UV_SCRIPT),
+        state(".claude/hooks/utils/tts/openai_tts.py", UV_SCRIPT.replace(b"requests", b"openai[voice_helpers]")),
+        state(".claude/hooks/node/package.json", b'{"dependencies": {"a": "^1"}}'),
+    )
+    needs = {n.path: n for n in find_needs(files)}
+    direct = (".claude/hooks/stop.py",)
+    assert own_need(needs[".claude/hooks/stop.py"], direct)
+    assert not own_need(needs[".claude/hooks/utils/tts/openai_tts.py"], direct)
+    assert not own_need(needs[".claude/hooks/node"], direct)
+    assert own_need(needs[".claude/hooks/node"], (".claude/hooks/node/guard.js",))
+    assert not own_need(needs[".claude/hooks/node"], (".claude/hooks/node/README.md",))
 
 
 def test_wheels_are_chosen_for_the_image_python_and_glibc() -> None:
@@ -163,19 +193,21 @@ def test_an_image_wheels_cannot_be_fetched_for_is_a_clear_error(probe: dict[str,
         Target.from_probe(probe)
 
 
-def test_a_run_with_uv_dependencies_links_a_writable_cache_to_the_read_only_one() -> None:
-    setup = run_setup(Path("/h/deps/k"), [Need("uv", "g.py", ("x",))])
-    (bind,) = setup.binds
-    assert (bind.source, bind.target, bind.read_only) == ("/h/deps/k", DEPS_MOUNT, True)
+def test_a_run_with_uv_dependencies_links_a_writable_cache_to_the_read_only_ones() -> None:
+    setup = run_setup([(Path("/h/deps/k1"), Need("uv", "g.py", ("x",))),
+                       (Path("/h/deps/k2"), Need("uv", "utils/t.py", ("y",)))])
+    assert [(b.source, b.target, b.read_only) for b in setup.binds] == [
+        ("/h/deps/k1", f"{DEPS_MOUNT}/k1", True), ("/h/deps/k2", f"{DEPS_MOUNT}/k2", True)]
     assert setup.env is not None and setup.env["UV_CACHE_DIR"] == RUN_UV_CACHE and setup.env["UV_OFFLINE"] == "1"
     command = setup.command("./g.py 'a b'")
-    assert command.startswith(f"mkdir -p {RUN_UV_CACHE} && ln -sfn ")
+    assert command.startswith(f"mkdir -p {RUN_UV_CACHE}/archive-v0 {RUN_UV_CACHE}/environments-v2 && for e in ")
+    assert f"{DEPS_MOUNT}/k1/uv/environments-v2/* {DEPS_MOUNT}/k2/uv/environments-v2/*" in command
     assert command.endswith("&& exec /bin/sh -c './g.py '\"'\"'a b'\"'\"''")
 
 
 def test_a_run_with_node_dependencies_gets_node_path_and_no_prelude() -> None:
-    setup = run_setup(Path("/h/deps/k"), [Need("node", ".claude/hooks", ("a@file:a",))])
-    assert setup.env == {"NODE_PATH": f"{DEPS_MOUNT}/node/.claude/hooks/node_modules"}
+    setup = run_setup([(Path("/h/deps/k"), Need("node", ".claude/hooks", ("a@file:a",)))])
+    assert setup.env == {"NODE_PATH": f"{DEPS_MOUNT}/k/node/.claude/hooks/node_modules"}
     assert setup.command("node x.js") == "node x.js"
     assert RunSetup().command("true") == "true"
 
@@ -431,7 +463,7 @@ def test_a_projects_npmrc_is_not_given_to_npm(tmp_path: Path) -> None:
 
     cache = DepCache(tmp_path / "deps")
     (tmp_path / "staging").mkdir()
-    problem = cache.fetch("k", find_needs(files), files, root=tmp_path, image=None, run=run,
+    problem = cache.fetch("k", find_needs(files)[0], files, root=tmp_path, image=None, run=run,
                           staging=tmp_path / "staging", log=lambda line: None)
     assert problem is None
     assert (cache.path("k") / "node" / "h" / "package.json").is_file()

@@ -1,9 +1,11 @@
 """GitHub Copilot CLI's dialect: files, both payload forms, answers (no Docker, literal inputs).
 
 Sources of the goldens:
-- R: github/docs content/copilot/reference/copilot-cli-reference/cli-hooks-reference.md
-  (docs.github.com/en/copilot/reference/copilot-cli-reference/cli-hooks-reference).
+- R: Copilot's hooks reference, docs.github.com/en/copilot/reference/hooks-reference
+  (github/docs content/copilot/reference/hooks-reference.md, stored version at commit 05da5bc3,
+  read 2026-11-27; it superseded cli-hooks-reference.md and hooks-configuration.md).
 - H: github/docs content/copilot/reference/hooks-configuration.md (toolArgs as a JSON string).
+The goldens of the rules R changed are in test_dialect_copilot_reference.py.
 """
 
 from __future__ import annotations
@@ -115,11 +117,11 @@ def test_errors_name_the_agent_the_file_and_the_key(data: Any, path: str, words:
 
 def test_matchers_are_anchored_where_documented_and_ignored_elsewhere() -> None:
     f = parse({"version": 1, "hooks": {"permissionRequest": [{"bash": "x", "matcher": "bash|edit"}],
-                                       "preToolUse": [{"bash": "y", "matcher": "bash"}],
+                                       "sessionStart": [{"bash": "y", "matcher": "startup"}],
                                        "notification": [{"bash": "z", "matcher": "(a"}]}})
-    perm, pre, note = f.hooks
-    assert any(p.path == "$.hooks.preToolUse[0].matcher" and p.severity == "warning" for p in f.problems)
-    assert pre.selectors == ()
+    perm, start, note = f.hooks
+    assert any(p.path == "$.hooks.sessionStart[0].matcher" and p.severity == "warning" for p in f.problems)
+    assert start.selectors == ()
     assert any("invalid regular expression" in p.message for p in f.problems) and note.invalid is None
     s = spec("permissionRequest", PERM)
     payload = COPILOT.canonical_payload(s, PERM)
@@ -212,12 +214,14 @@ def test_vs_code_form_answer_is_read_too() -> None:
     assert (o.decision, o.reason) == ("deny", "no")
 
 
-def test_exit_codes_never_block_except_permission_request() -> None:
-    # R: "Hook failures (non-zero exit codes or timeouts) are logged and skipped - they never block".
+def test_exit_codes_deny_on_pre_tool_use_and_permission_request_only() -> None:
+    # R "Exit codes for command hooks": preToolUse fails closed; exit 2 denies a permission request;
+    # elsewhere exit 2 is a warning and other exits are logged and skipped.
     o = outcome("preToolUse", PRE, code=2)
-    assert o.status == "error" and o.decision is None
-    assert outcome("agentStop", STOP, code=2).status == "error"
-    # R, permissionRequest: exit 2 = deny.
+    assert o.decision == "deny"
+    warned = outcome("agentStop", STOP, code=2)
+    assert (warned.status, warned.decision) == ("ok", None)
+    assert outcome("agentStop", STOP, code=1).status == "error"
     assert outcome("permissionRequest", PERM, code=2).decision == "deny"
     assert outcome("permissionRequest", PERM, b'{"behavior": "allow"}').decision == "allow"
 
@@ -247,7 +251,7 @@ def test_render() -> None:
     assert snake["hookSpecificOutput"]["permissionDecision"] == "deny"
     failure = COPILOT.render(spec("postToolUseFailure", PRE), Verdict(event="PostToolUseFailure", blocked=True,
                                                                       reason="retry with --force"))
-    assert (failure.exit_code, failure.stderr) == (2, "retry with --force\n")
+    assert (failure.exit_code, failure.stdout) == (2, "retry with --force\n")  # R: stdout appended
     noted = COPILOT.render(spec("preToolUse", PRE), Verdict(event="PreToolUse", system_message="hookcage: x"))
     assert (noted.stdout, noted.stderr) == ("{}\n", "hookcage: x\n")  # Copilot shows no message: logged
 

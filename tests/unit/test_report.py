@@ -94,7 +94,7 @@ ANSWERS = {
         "hookEventName": "PreToolUse", "permissionDecision": "deny",
         "permissionDecisionReason": "denied by policy"}}).encode()),
     "crash": RunResult(3, stderr=b"Traceback: boom"),
-    "garbage": RunResult(0, stdout=b"{not json"),
+    "garbage": RunResult(0, stdout=b"{not json}"),  # starts and ends like JSON: a parse failure (Claude Code)
     "slow": RunResult(None, timed_out=True, duration=1.0),
     "hog": RunResult(137, oom_killed=True),
     "strict": RunResult(5, stderr=b"cannot reach the linter"),
