@@ -301,6 +301,8 @@ def list_hooks(event: str | None, as_json: bool, agent: str | None, project: Pat
         who = f"{h.agent} " if h.agent else ""
         click.echo(f"{h.id}  {h.event}  matcher={_field(h.matcher.source or '*')}  [{who}{h.scope.value}]  {_field(h.label)}")
         click.echo(f"    source: {_field(h.source)} {_field(h.json_path)}")
+        if h.condition is not None:
+            click.echo(f"    if: {_field(h.condition.source)}")
         click.echo(f"    sandbox: {_field(h.sandbox.describe())}  timeout: {h.timeout:g}s")
         if view.allow is not None:
             click.echo(f"    allow-list: {'allowed' if view.allow.allowed else 'NOT allowed'}"
@@ -716,7 +718,8 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
         previous = store.previous(subject)
         click.echo(f"[{i}/{len(pending)}] {_hook_scope_text(hook)}"
                    + (" - CHANGED since it was reviewed" if previous else " - new"))
-        click.echo(f"    event: {hook.event}   matcher: {_field(hook.matcher.source or '*')}")
+        click.echo(f"    event: {hook.event}   matcher: {_field(hook.matcher.source or '*')}"
+                   + (f"   if: {_field(hook.condition.source)}" if hook.condition is not None else ""))
         click.echo(f"    command: {_field(hook.command)}")
         check = executor.allowlist_check(hook, root)
         click.echo("    allow-list: " + ("allowed" if check.allowed else

@@ -46,6 +46,7 @@ from typing import Any
 
 from executor import in_hook
 from executor.config import load_hooks, project_root, refuse_own_dirs_in_project
+from executor.core.conditions import ConditionContext
 from executor.core.deps import find_needs, own_need
 from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.events import EventSpec, check_payload, get_event
@@ -108,7 +109,8 @@ class HookView:
         """A plain dict for ``--json`` output."""
         h = self.hook
         return {
-            "id": h.id, "agent": h.agent or None, "event": h.event, "matcher": h.matcher.source, "type": h.type,
+            "id": h.id, "agent": h.agent or None, "event": h.event, "matcher": h.matcher.source,
+            "if": h.condition.source if h.condition is not None else None, "type": h.type,
             "command": h.command, "name": h.name, "scope": h.scope.value, "source": h.source,
             "path": h.json_path, "sandbox": h.sandbox.describe(), "timeout": h.timeout,
             "async": h.is_async, "once": h.once, "on_error": h.on_error,
@@ -346,7 +348,8 @@ class HookExecutor:
         session = str(payload.get("session_id") or "")
         reads = _HookInputs(spec, dialect, payload, raw if raw is not None else payload)
         # select
-        matching = [h for h in hookset.for_event(spec.name) if selects(spec, h, payload)]
+        context = self.condition_context(root)
+        matching = [h for h in hookset.for_event(spec.name) if selects(spec, h, payload, context)]
         # gate
         runs, background, considered, notes = self._gate_all(spec, hookset, matching, root, session, payload, reads)
         # run
@@ -369,6 +372,12 @@ class HookExecutor:
             else:
                 self._start_background(job)
         return verdict
+
+    def condition_context(self, root: Path) -> ConditionContext:
+        """What ``if`` rules are evaluated with: the project root, the caller's home, symlinks followed."""
+        environ = self._environ if self._environ is not None else os.environ
+        home = environ.get("HOME") or os.path.expanduser("~")
+        return ConditionContext(root=str(root), home=home, realpath=os.path.realpath)
 
     def _gate_all(
         self, spec: EventSpec, hookset: HookSet, matching: Sequence[HookSpec], root: Path, session: str,
@@ -522,6 +531,7 @@ class HookExecutor:
             type=hook.type, command=command, files=files, profile=profile,
             capabilities=tuple(sorted(hook.capabilities)), agent=hook.agent,
             selectors=tuple((path, m.source) for path, m in hook.selectors), direct=direct,
+            condition=hook.condition.source if hook.condition is not None else None,
         )
 
     @staticmethod

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
+from executor.core.conditions import Condition, read_if
 from executor.core.envnames import PROJECT_DIR_VARS
 from executor.core.events import EVENTS, EventSpec
 from executor.core.matchers import Matcher, compile_matcher
@@ -94,6 +95,8 @@ class HookSpec:
     """The agent whose file it comes from (its dialect); "" for hookcage's own files."""
     selectors: tuple[tuple[str, Matcher], ...] = ()
     """Further payload fields that must match (dotted paths, e.g. ``tool_input.file_path``)."""
+    condition: Condition | None = None
+    """Its ``if`` rule (:mod:`executor.core.conditions`), in the files of agents that read one."""
 
     @property
     def id(self) -> str:
@@ -108,7 +111,9 @@ class HookSpec:
         ids) they had before agents' files were read.
         """
         base = [self.type, self.command, _options_json(self.sandbox), list(self.env)]
-        return [*base, self.agent] if self.agent else base
+        ident = [*base, self.agent] if self.agent else base
+        # Only when set: hooks without `if` keep their ids.
+        return [*ident, {"if": self.condition.source}] if self.condition is not None else ident
 
     @property
     def label(self) -> str:
@@ -209,6 +214,10 @@ class FileShape:
         default_timeout: the agent's default, in seconds.
         compile: how the agent's ``matcher`` strings are compiled.
         ignored_keys: handler keys the agent reads that hookcage does not act on.
+        conditions: how the agent reads a handler's ``if`` (a permission rule,
+            :mod:`executor.core.conditions`): ``"claude"`` as Claude Code,
+            ``"codebuddy"`` as CodeBuddy Code; ``""``: it does not, so it runs
+            the handler whatever its ``if`` says, and so does hookcage.
     """
 
     agent: str = ""
@@ -220,6 +229,7 @@ class FileShape:
     ignored_keys: frozenset[str] = frozenset()
     canonical_names: bool = True
     """The agent's files may also name events canonically (Claude-Code-like agents)."""
+    conditions: Literal["", "claude", "codebuddy"] = ""
 
     def event(self, name: str) -> str | None:
         """The name hooks of ``name`` are filed under (canonical, or the agent's own), or None."""
@@ -240,7 +250,7 @@ class FileShape:
         return ", ".join(names)
 
 
-HOOKCAGE_FILES = FileShape()
+HOOKCAGE_FILES = FileShape(conditions="claude")
 """hookcage's own files: the canonical catalog, seconds, Claude Code's matchers."""
 
 # hookcage's route, exactly as `hookcage install` writes it (executor.core.install.dispatch_command):
@@ -455,10 +465,12 @@ def parse_handler(
         err("capabilities", f"must be an array of: {', '.join(CAPABILITY_NAMES)}")
         capabilities = []
     sandbox, sandbox_env = _parse_sandbox(raw.get("sandbox"), path, event, scope, root, errors, out)
-    for key in sorted(raw.keys() - _HANDLER_KEYS):
+    condition = _parse_if(raw, path, event, scope, shape, err, out) if "if" in raw and shape.conditions else None
+    for key in sorted(raw.keys() - _HANDLER_KEYS - ({"if"} if shape.conditions else set())):
         if key in _IGNORED_KEYS or key in shape.ignored_keys:
             continue
-        hint = " (hookcage does not support 'if': the hook runs whenever its matcher matches)" if key == "if" else ""
+        hint = (f" ({shape.agent} does not read 'if': the hook runs whenever its matcher matches, as "
+                f"{shape.agent} runs it)") if key == "if" else ""
         out.warn(f"{path}.{key}", f"unknown key, ignored{hint}", event)
     merged_env = dict(env)
     for key, value in sandbox_env:
@@ -479,7 +491,21 @@ def parse_handler(
         env=tuple(sorted(merged_env.items())),
         capabilities=frozenset(capabilities),
         invalid=errors[0] if errors else None,
+        condition=condition,
     )
+
+
+def _parse_if(
+    raw: Mapping[str, Any], path: str, event: str, scope: Scope, shape: FileShape, err: Any, out: Collector,
+) -> Condition | None:
+    """The handler's ``if`` rule (:func:`executor.core.conditions.read_if`): an error through
+    ``err`` when it cannot be evaluated, a warning where the agent ignores it."""
+    reading = read_if(raw["if"], event, shape.conditions or "claude", root_anchor=scope.from_repository)
+    if reading.error:
+        err("if", reading.error)
+    if reading.warning:
+        out.warn(f"{path}.if", reading.warning, event)
+    return reading.condition
 
 
 def _parse_env(

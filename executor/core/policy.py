@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from executor.core.conditions import TOOL_EVENTS, ConditionContext
 from executor.core.events import EventSpec
 from executor.core.hooks import HookFile, HookSpec, Problem, Scope
 from executor.core.matchers import Aliases, event_matches
@@ -106,9 +107,13 @@ def _field(payload: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def selects(event: EventSpec, hook: HookSpec, payload: Mapping[str, Any], aliases: Aliases | None = None) -> bool:
+def selects(
+    event: EventSpec, hook: HookSpec, payload: Mapping[str, Any], aliases: Aliases | None = None,
+    context: ConditionContext | None = None,
+) -> bool:
     """Does ``hook`` fire for this payload: its matcher (tool names with every agent's
-    ``aliases``), and every further field it matches on."""
+    ``aliases``), every further field it matches on, and its ``if`` condition (evaluated
+    with ``context``: the project root, home and symlink resolution)."""
     if not (event_matches(event, hook.matcher, payload, aliases) if aliases else
             event_matches(event, hook.matcher, payload)):
         return False
@@ -116,4 +121,10 @@ def selects(event: EventSpec, hook: HookSpec, payload: Mapping[str, Any], aliase
         value = _field(payload, path)
         if not matcher.matches(value if isinstance(value, str) else None):
             return False
+    if hook.condition is not None:
+        if event.name not in TOOL_EVENTS:
+            return False  # Claude Code never runs a handler with `if` elsewhere (hooks.py refuses it too)
+        if aliases is not None:
+            return hook.condition.holds(payload, context or ConditionContext(), aliases)
+        return hook.condition.holds(payload, context or ConditionContext())
     return True

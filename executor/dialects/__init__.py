@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from executor.core import policy
+from executor.core.conditions import ConditionContext
 from executor.core.events import EventSpec
 from executor.core.hooks import HookSpec
 from executor.dialects.base import Dialect
@@ -59,10 +60,12 @@ def tool_aliases(name: str) -> tuple[str, ...]:
     return _ALIAS_GROUPS.get(name, (name,))
 
 
-def selects(event: EventSpec, hook: HookSpec, payload: Mapping[str, Any]) -> bool:
+def selects(
+    event: EventSpec, hook: HookSpec, payload: Mapping[str, Any], context: ConditionContext | None = None
+) -> bool:
     """Does ``hook`` fire for this (canonical) payload, tool names meeting across every agent's
-    (:func:`executor.core.policy.selects` with :func:`tool_aliases`)."""
-    return policy.selects(event, hook, payload, tool_aliases)
+    (:func:`executor.core.policy.selects` with :func:`tool_aliases`; ``context`` for ``if`` rules)."""
+    return policy.selects(event, hook, payload, tool_aliases, context)
 
 
 def canonical_tool(name: str) -> str:

@@ -147,7 +147,7 @@ class ClaudeDialect(Dialect):
 
     name = "claude"
     title = "Claude Code"
-    shape = FileShape(agent="claude")
+    shape = FileShape(agent="claude", conditions="claude")  # `if`: executor.core.conditions
     tool_names: Mapping[str, str] = {"Agent": "Task"}  # the subagent tool, renamed Agent in Claude Code 2.1
     settings_dir = ".claude"
     config_dir_var: str | None = "CLAUDE_CONFIG_DIR"

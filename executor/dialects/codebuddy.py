@@ -26,7 +26,9 @@ class CodeBuddyDialect(ClaudeDialect):
 
     name = "codebuddy"
     title = "CodeBuddy Code"
-    shape = FileShape(agent="codebuddy")
+    shape = FileShape(agent="codebuddy", conditions="codebuddy")
+    """``if`` as CodeBuddy Code 2.163 reads it (its CLI's ``filterHooksByIfRule``, measured):
+    :func:`executor.core.conditions.parse_codebuddy_condition`."""
     settings_dir = ".codebuddy"
     config_dir_var = None
     managed_dir = None

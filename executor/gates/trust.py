@@ -787,6 +787,8 @@ class TrustSubject:
     direct: tuple[str, ...] = field(default=(), compare=False)
     """The paths among ``files`` that the command itself names (what the hook runs), as
     opposed to what it covers beside them; not hashed (the command is)."""
+    condition: str | None = None
+    """The handler's ``if`` rule as written: a changed condition is a changed hook."""
 
     def canonical(self) -> str:
         """The subject as canonical JSON (sorted keys, no spaces, ASCII).
@@ -813,6 +815,7 @@ class TrustSubject:
             # Only when set: records of hookcage's own hooks keep the hash they had.
             **({"agent": self.agent} if self.agent else {}),
             **({"selectors": [list(pair) for pair in self.selectors]} if self.selectors else {}),
+            **({"if": self.condition} if self.condition is not None else {}),
         })
 
     def digest(self) -> str:

@@ -267,7 +267,8 @@ def test_unknown_handler_keys_are_warnings_not_errors() -> None:
     assert spec.invalid is None
     w = warnings(f)
     assert f"{H0}.matcher" in w and f"{H0}.retries" in w
-    assert "'if'" in w[f"{H0}.if"]
+    assert f"{H0}.if" not in w  # honoured now (test_conditions.py)
+    assert spec.condition is not None and spec.condition.source == "Bash(rm *)"
     assert f"{H0}.statusMessage" not in w  # known from other agents, read but not acted on
 
 
