@@ -83,7 +83,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from executor import __version__
+from executor import __version__, filecache
 from executor.config import project_root
 from executor.core.envnames import AGENT_CONFIG_VARS, PROJECT_DIR_VARS
 from executor.core.hooks import DOCKER_SOCKETS
@@ -106,7 +106,14 @@ from executor.service.keepout import (
     well_formed,
 )
 from executor.service.metrics import ServiceMetrics, dispatch_outcome
-from executor.settings import DEFAULT_MANAGED_DIR, Settings, default_home, load_settings
+from executor.settings import (
+    DEFAULT_MANAGED_DIR,
+    SETTINGS_FILE,
+    Settings,
+    default_home,
+    load_settings,
+    read_toml_cached,
+)
 
 if TYPE_CHECKING:
     import uvicorn
@@ -251,7 +258,7 @@ def caller_settings(env: Mapping[str, str], caller_home: str | None, home: Path)
         raise Refusal(f"the caller's home {values['home']} is not this daemon's ({home})")
     values["managed_dir"] = _absolute(values.get("managed_dir", str(DEFAULT_MANAGED_DIR)), "HOOKCAGE_MANAGED_DIR")
     try:
-        settings = ForwardedSettings(**values)
+        settings = _forwarded_settings(values)
     except Exception as exc:
         # In-process this is an error message naming the variable or file: let it say so.
         raise Refusal(f"the caller's settings do not load: {type(exc).__name__}") from exc
@@ -260,6 +267,24 @@ def caller_settings(env: Mapping[str, str], caller_home: str | None, home: Path)
         if path is not None:
             _absolute(str(path), name)
     return settings
+
+
+_SETTINGS = filecache.memo(64)
+
+
+def _forwarded_settings(values: dict[str, Any]) -> Settings:
+    """``ForwardedSettings(**values)``, the same object again while the values and both
+    ``config.toml`` files are (:mod:`executor.filecache`: a file edited since is read afresh).
+
+    Settings are never changed once built, so one object serves every request that has them.
+    """
+    files = tuple(read_toml_cached(Path(values[name]) / SETTINGS_FILE) for name in ("managed_dir", "home"))
+    key = json.dumps(values, sort_keys=True, default=str)
+    built, seen = _SETTINGS.get(key, lambda: (ForwardedSettings(**values), files))
+    if any(now is not then for now, then in zip(files, seen, strict=True)):
+        built, seen = ForwardedSettings(**values), files  # a file changed: build, and keep the new one
+        _SETTINGS.put(key, (built, seen))
+    return built
 
 
 def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None) -> dict[str, str]:
