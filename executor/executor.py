@@ -275,6 +275,10 @@ class HookExecutor:
         self._dep_cache: DepCache | None = None
         self.allowlist = AllowList(self.settings.allow_entries, tuple(self.settings.allowlist.deny))
         self._background: list[Future[None]] = []
+        self.unstage_at_close = False
+        """Remove the runs' staged files in :meth:`close` rather than before :meth:`dispatch`
+        returns (the daemon closes an executor after its answer has gone)."""
+        self._staged: list[_Run] = []
         self._async_pool: ThreadPoolExecutor | None = None
         self.deferred: list[Callable[[], None]] = []
         self._in_hook = in_hook.Marker()
@@ -353,7 +357,10 @@ class HookExecutor:
         try:
             self._run_all(spec, runs, serial=dialect.serial)
         finally:
-            _unstage(runs)
+            if self.unstage_at_close:
+                self._staged.extend(runs)
+            else:
+                _unstage(runs)
         # fold
         outcomes = [r.outcome for r in runs if r.outcome is not None]
         problems = [str(p) for p in hookset.problems_for(spec.name)]
@@ -932,7 +939,10 @@ class HookExecutor:
             client.close()
 
     def close(self) -> None:
-        """Wait for background hooks, then close the sandboxes this executor built."""
+        """Remove what is still staged, wait for background hooks, then close the sandboxes this executor built."""
+        staged, self._staged = self._staged, []
+        if staged:
+            _unstage(staged)
         for future in self._background:
             future.exception()
         if self._async_pool is not None:

@@ -96,6 +96,7 @@ from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
 from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
+from executor.service.image_ids import ImageIds
 from executor.service.keepout import (
     Fence,
     Fenced,
@@ -360,15 +361,17 @@ def host_base_env(env: Mapping[str, str]) -> dict[str, str]:
 class _Shared(Sandbox):
     """A daemon-wide sandbox lent to one request: closing it is the daemon's job."""
 
-    def __init__(self, inner: Sandbox) -> None:
+    def __init__(self, inner: Sandbox, ids: ImageIds | None = None) -> None:
         self.inner = inner
         self.name = inner.name
+        self.ids = ids
 
     def run(self, request: RunRequest) -> RunResult:
         return self.inner.run(request)
 
     def image_identity(self, image: str | None) -> str:
-        return self.inner.image_identity(image)
+        # Kept while the engine's image events say nothing changed (executor.service.image_ids).
+        return self.ids.identity(image) if self.ids is not None else self.inner.image_identity(image)
 
     def runtime(self) -> str | None:
         # Part of the trust profile (gVisor or not): as the in-process executor sees it, or no daemon
@@ -556,8 +559,11 @@ class Daemon:
         self.socket_path = Path(socket_path) if socket_path is not None else self.home / client.SOCKET_NAME
         self._factory = sandbox_factory
         self._shared: dict[tuple[Any, ...], Sandbox] = {}
+        self._ids: dict[int, ImageIds] = {}  # id(shared sandbox) -> its image ids
         self._lock = threading.Lock()
         self._async = ThreadPoolExecutor(max_workers=async_workers, thread_name_prefix="hookcage-async")
+        self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookcage-close")
+        """Closes the executors of answered dispatches (their staged files) after the answer."""
         self._closed = False
         self._lock_fd: int | None = None
         self._socket_inode: int | None = None
@@ -730,6 +736,7 @@ class Daemon:
         def make_executor(settings: Settings) -> HookExecutor:
             executor = HookExecutor(settings, sandbox_factory=factory, environ=environ, cancel=watch.cancel,
                                     on_records=observe, transcripts=transcripts)
+            executor.unstage_at_close = True  # closed once the answer is on its way (below)
             watch.executors.append(executor)
             return executor
 
@@ -749,13 +756,12 @@ class Daemon:
         outcome = "cancelled" if watch.cancel.is_set() else dispatch_outcome(answer.exit_code, ran)
         self.metrics.dispatched(listener, answered_as, event_label, outcome, time.monotonic() - started)
         if executor is not None:
-            if not executor.deferred:
-                executor.close()
-            else:
-                try:
-                    self._async.submit(self._run_deferred, executor)
-                except RuntimeError:  # stopping: run them here rather than drop them
-                    self._run_deferred(executor)
+            # Its staged files are removed (and async hooks run) on another thread: the answer
+            # does not wait for the disk.
+            try:
+                (self._async if executor.deferred else self._closer).submit(self._run_deferred, executor)
+            except RuntimeError:  # stopping: do it here rather than drop it
+                self._run_deferred(executor)
         return answer, answered_as
 
     @staticmethod
@@ -772,9 +778,30 @@ class Daemon:
             per_caller = registry.backend(backend).per_caller
             if per_caller is not None:  # host: runs with the caller's PATH, HOME and LANG
                 return per_caller(settings, base_env)
-            return _Shared(self.shared_sandbox(backend, settings))
+            shared = self.shared_sandbox(backend, settings)
+            return _Shared(shared, self._image_ids(shared))
 
         return factory
+
+    def _image_ids(self, sandbox: Sandbox) -> ImageIds | None:
+        """The image ids kept for a shared sandbox of an engine (None: asked every time)."""
+        with self._lock:
+            if id(sandbox) in self._ids:
+                return self._ids[id(sandbox)]
+            if self._closed or not getattr(registry.find(sandbox.name), "engine", False):
+                return None
+        try:
+            client = getattr(sandbox, "client", None)  # connects: the engine may be away
+        except Exception:
+            return None
+        if client is None or not hasattr(client, "events"):
+            return None
+        with self._lock:
+            if self._closed:
+                return None
+            if id(sandbox) not in self._ids:
+                self._ids[id(sandbox)] = ImageIds(sandbox.image_identity, client)
+            return self._ids[id(sandbox)]
 
     def shared_sandbox(self, backend: str, settings: Settings) -> Sandbox:
         """The daemon-wide sandbox for a backend and profile, built on first use.
@@ -1006,7 +1033,12 @@ class Daemon:
             self._closed = True
             shared = list(self._shared.values())
             self._shared.clear()
+            ids = list(self._ids.values())
+            self._ids.clear()
+        for kept in ids:
+            kept.close()
         self._async.shutdown(wait=True)
+        self._closer.shutdown(wait=True)
         for sandbox in shared:
             try:
                 sandbox.close()
