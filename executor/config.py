@@ -438,8 +438,8 @@ def _load_hook_file(path: Path, scope: Scope, root: Path | None, dialect: Dialec
     if scope.from_repository and root is not None:
         # A repository's file may be a symlink within the repository, never one out of it
         # (/proc/self/fd/1, a file of the user's): the resolved path is opened, not followed again.
-        real = Path(os.path.realpath(path))
-        if not real.is_relative_to(os.path.realpath(root)):
+        real = Path(filecache.realpath(path))
+        if not real.is_relative_to(filecache.realpath(root)):
             if not os.path.lexists(path):
                 return None
             return _broken(str(path), scope, f"is a symlink that leads out of the project (to {real}): "
@@ -575,7 +575,7 @@ def read_hook_files(settings: Settings, root: Path | None, agents: Sequence[Dial
     def add(loaded: HookFile | None, path: Path, budget: _Budget) -> None:
         if loaded is None:
             return
-        key = (loaded.agent, os.path.realpath(path))
+        key = (loaded.agent, filecache.realpath(path))
         if key not in seen:
             seen.add(key)
             files.append(budget.take(loaded))

@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from executor import in_hook
+from executor import filecache, in_hook
 from executor.config import load_hooks, project_root, refuse_own_dirs_in_project
 from executor.core.deps import find_needs, own_need
 from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
@@ -199,7 +199,7 @@ class _HookInputs:
 
 def _inside_project(path: Path, root: str) -> bool:
     """Whether ``path`` (symlinks resolved) is the project root ``root`` or under it."""
-    real, project = os.path.realpath(path), os.path.realpath(root)
+    real, project = filecache.realpath(path), filecache.realpath(root)
     return os.path.commonpath([real, project]) == project
 
 
@@ -340,6 +340,13 @@ class HookExecutor:
         Raises:
             PayloadError: the event is unknown or the payload lacks what it needs.
         """
+        with filecache.one_look():  # one event sees one state of the paths' symlinks
+            return self._dispatch(event, payload, defer_async=defer_async, dialect=dialect, raw=raw)
+
+    def _dispatch(
+        self, event: str | EventSpec, payload: Mapping[str, Any], *, defer_async: bool,
+        dialect: Dialect, raw: Mapping[str, Any] | None,
+    ) -> Verdict:
         spec = get_event(event) if isinstance(event, str) else event
         check_payload(spec, payload)
         root = self.root_for(payload)

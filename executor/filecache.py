@@ -35,13 +35,15 @@ checks, a script's imports), which cannot go stale.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import os
 import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -246,3 +248,39 @@ def memo(max_entries: int = 512) -> Memo:
     made = Memo(max_entries)
     MEMOS.append(made)
     return made
+
+
+_REALPATHS: contextvars.ContextVar[dict[Hashable, Any] | None] = contextvars.ContextVar("hookcage_realpaths", default=None)
+
+
+@contextlib.contextmanager
+def one_look() -> Iterator[None]:
+    """Within this block (one dispatch), a path is resolved once (:func:`realpath`): one event
+    sees one state of its symlinks, and the next event resolves them afresh."""
+    token = _REALPATHS.set({})
+    try:
+        yield
+    finally:
+        _REALPATHS.reset(token)
+
+
+def realpath(path: str | os.PathLike[str]) -> str:
+    """``os.path.realpath``, resolved once per :func:`one_look` block."""
+    seen = _REALPATHS.get()
+    name = os.fspath(path)
+    if seen is None:
+        return os.path.realpath(name)
+    found = seen.get(name)
+    if found is None:
+        found = seen[name] = os.path.realpath(name)
+    return found
+
+
+def per_look(key: Hashable, make: Callable[[], T]) -> T:
+    """``make()``, once per :func:`one_look` block (every time outside one)."""
+    seen = _REALPATHS.get()
+    if seen is None:
+        return make()
+    if key not in seen:
+        seen[key] = make()
+    return seen[key]  # type: ignore[no-any-return]

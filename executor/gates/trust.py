@@ -967,7 +967,14 @@ class TrustStore:
     def __init__(self, path: Path, *, extra: Sequence[Path] = ()) -> None:
         self.path = Path(path)
         self.extra = tuple(Path(p) for p in extra)
-        self._lock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT, mode=0o600)
+        self._filelock: filelock.FileLock | None = None
+
+    @property
+    def _lock(self) -> filelock.FileLock:
+        """The store's write lock, made on first write (reading needs none)."""
+        if self._filelock is None:
+            self._filelock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT, mode=0o600)
+        return self._filelock
 
     def is_trusted(self, digest: str | Iterable[str]) -> bool:
         """True when ``digest`` (or one of several: :meth:`TrustSubject.covering_digests`) is in
