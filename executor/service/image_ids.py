@@ -35,7 +35,7 @@ logger = logging.getLogger("hookcage.daemon")
 
 RETRY = 5.0
 """Seconds between two attempts to open the event stream."""
-REPLAY = 60
+REPLAY = 5
 """Seconds of the engine's past events asked for when the stream opens."""
 
 
