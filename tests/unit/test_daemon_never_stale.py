@@ -352,3 +352,46 @@ def test_a_settled_file_is_known_by_its_identity_and_a_network_one_by_its_bytes(
 def test_the_local_file_systems_are_told_by_the_mount_table(tmp_path: Path) -> None:
     assert filecache.local_device(os.stat(tmp_path).st_dev) in (True, False)  # answers, never raises
     assert not filecache.local_device(-1)  # a device in no mount table: compared by bytes
+
+
+FORMATS = {
+    "claude (JSON)": ("claude", "json", hooks("echo xa")),
+    "gemini (JSON with comments)": (
+        "gemini", "json",
+        '// comment\n{"hooks": {"BeforeTool": [{"matcher": "x", "hooks": [{"type": "command", "command": "echo xa"}]}]}}\n'),
+    "codex (TOML)": ("codex", "toml", '[features]\nhooks = true\n\n[[hooks.PreToolUse]]\nmatcher = "^Bash$"\n\n'
+                     '[[hooks.PreToolUse.hooks]]\ntype = "command"\ncommand = "echo xa"\n'),
+    "infer (YAML)": ("infer", "yaml", 'enabled: true\nhooks:\n  - name: x\n    hook: post_session\n    command: "echo xa"\n'),
+    "hookcage (JSON)": ("", "json", hooks("echo xa")),
+}
+
+
+@pytest.mark.parametrize("change", [*CHANGES, "delete"])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_a_hook_file_of_every_dialect_and_format_changed_every_way_is_read_afresh(
+        tmp_path: Path, fmt: str, change: str) -> None:
+    """What the daemon's reads go through (config.load_hook_file), for each agent's file format;
+    the daemon test above covers the scopes through a served daemon."""
+    from executor.config import load_hook_file
+    from executor.core.hooks import Scope
+
+    agent, form, first = FORMATS[fmt]
+    dialect = DIALECTS[agent] if agent else None
+    path = tmp_path / f"hooks.{form}"
+
+    def commands() -> list[str | None]:
+        loaded = load_hook_file(path, Scope.USER, None, dialect, form, {})  # type: ignore[arg-type]
+        return [hook.command for hook in loaded.hooks] if loaded is not None else []
+
+    filecache.clear_all()
+    start(path, first, change)
+    assert commands() == ["echo xa"]
+    parsed = filecache.FILES.parsed
+    assert commands() == ["echo xa"]
+    assert filecache.FILES.parsed == parsed  # kept, not parsed again
+    if change == "delete":
+        path.unlink()
+        assert commands() == []
+    else:
+        CHANGES[change](path, first.replace("echo xa", "echo xb"))
+        assert commands() == ["echo xb"]
