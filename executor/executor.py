@@ -79,6 +79,7 @@ from executor.runlog import append_records, cap_event, claim_once
 from executor.sandbox import homes, orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.depcache import DepCache, NeedState, RunSetup, package_words, run_setup
+from executor.sandbox.staged_trees import StagedTrees, tree_key
 from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
@@ -155,14 +156,16 @@ class _Gate:
     dependencies: tuple[NeedState, ...] = ()
 
 
-def _unstage(runs: Sequence[_Run]) -> None:
-    """Remove the staged copies of reviewed files once their runs are over."""
+def _unstage(runs: Sequence[_Run], trees: StagedTrees | None = None) -> None:
+    """Remove the staged copies of reviewed files once their runs are over (or give a shared
+    tree back to ``trees``, the daemon's)."""
     for run in runs:
         for target, staged in run.request.overlays.items():
             # staged is RUN/tree/<path of target under the project> (see _stage): remove RUN
             depth = len(Path(os.path.relpath(target, run.request.project_dir)).parts)
             parents = Path(staged).parents
-            if depth < len(parents) and parents[depth - 1].name == "tree" and parents[depth].name.startswith("run-"):
+            ours = depth < len(parents) and parents[depth - 1].name == "tree" and parents[depth].name.startswith("run-")
+            if ours and (trees is None or not trees.give_back(parents[depth])):
                 shutil.rmtree(parents[depth], ignore_errors=True)
             break
         homes.unstage(run.extras)
@@ -279,6 +282,9 @@ class HookExecutor:
         """Remove the runs' staged files in :meth:`close` rather than before :meth:`dispatch`
         returns (the daemon closes an executor after its answer has gone)."""
         self._staged: list[_Run] = []
+        self.staged_trees: StagedTrees | None = None
+        """The daemon's staged trees, shared by runs of the same reviewed bytes (None: each run
+        writes its own, removed after it)."""
         self._async_pool: ThreadPoolExecutor | None = None
         self.deferred: list[Callable[[], None]] = []
         self._in_hook = in_hook.Marker()
@@ -367,7 +373,7 @@ class HookExecutor:
             if self.unstage_at_close:
                 self._staged.extend(runs)
             else:
-                _unstage(runs)
+                _unstage(runs, self.staged_trees)
         # fold
         outcomes = [r.outcome for r in runs if r.outcome is not None]
         problems = [str(p) for p in hookset.problems_for(spec.name)]
@@ -737,6 +743,13 @@ class HookExecutor:
         present = [f for f in files if f.data is not None]
         if not present:
             return {}
+        if self.staged_trees is not None:
+            key = tree_key(present, root) + ":" + str(self._staging_root())
+            return self.staged_trees.lend(key, lambda: self._write_tree(present, root))
+        return self._write_tree(present, root)[1]
+
+    def _write_tree(self, present: Sequence[FileState], root: Path) -> tuple[Path, dict[str, str]]:
+        """A new staged folder holding ``present``'s bytes, and the overlays naming them."""
         # The copies mirror the project under one folder (TREE/a/b.sh for ROOT/a/b.sh): the
         # docker backend then lays that folder over the workspace as an overlay file system,
         # which a `git checkout` during the run cannot take away (a bind over a file can be
@@ -758,7 +771,7 @@ class HookExecutor:
             staged.write_bytes(state.data or b"")
             staged.chmod(state.mode)  # the execute bit it was reviewed with, never write
             overlays[str(root / state.path)] = str(staged)
-        return overlays
+        return folder, overlays
 
     def _staging_root(self) -> Path:
         path = self.settings.home / "staging"
@@ -836,7 +849,7 @@ class HookExecutor:
             try:
                 self._run_all(spec, runs)
             finally:
-                _unstage(runs)
+                _unstage(runs, self.staged_trees)
             self._log([self._record(spec, session, r.hook, run=r, agent=agent) for r in runs])
 
         return job
@@ -949,7 +962,7 @@ class HookExecutor:
         """Remove what is still staged, wait for background hooks, then close the sandboxes this executor built."""
         staged, self._staged = self._staged, []
         if staged:
-            _unstage(staged)
+            _unstage(staged, self.staged_trees)
         for future in self._background:
             future.exception()
         if self._async_pool is not None:

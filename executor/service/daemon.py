@@ -94,6 +94,7 @@ from executor.executor import HookExecutor, SandboxFactory
 from executor.sandbox import orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
 from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH
+from executor.sandbox.staged_trees import StagedTrees
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
 from executor.service.image_ids import ImageIds
@@ -560,6 +561,7 @@ class Daemon:
         self._factory = sandbox_factory
         self._shared: dict[tuple[Any, ...], Sandbox] = {}
         self._ids: dict[int, ImageIds] = {}  # id(shared sandbox) -> its image ids
+        self._trees = StagedTrees()
         self._lock = threading.Lock()
         self._async = ThreadPoolExecutor(max_workers=async_workers, thread_name_prefix="hookcage-async")
         self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookcage-close")
@@ -737,6 +739,7 @@ class Daemon:
             executor = HookExecutor(settings, sandbox_factory=factory, environ=environ, cancel=watch.cancel,
                                     on_records=observe, transcripts=transcripts)
             executor.unstage_at_close = True  # closed once the answer is on its way (below)
+            executor.staged_trees = self._trees  # runs of the same reviewed bytes share one staged tree
             watch.executors.append(executor)
             return executor
 
@@ -1039,6 +1042,7 @@ class Daemon:
             kept.close()
         self._async.shutdown(wait=True)
         self._closer.shutdown(wait=True)
+        self._trees.close()
         for sandbox in shared:
             try:
                 sandbox.close()

@@ -395,3 +395,25 @@ def test_a_hook_file_of_every_dialect_and_format_changed_every_way_is_read_afres
     else:
         CHANGES[change](path, first.replace("echo xa", "echo xb"))
         assert commands() == ["echo xb"]
+
+
+def test_runs_of_the_same_reviewed_bytes_share_one_staged_tree_and_a_changed_one_is_written_anew(
+        world: World) -> None:
+    allow(world.home, ALLOWED)
+    _script(world)
+    script = world.project / ".hookcage" / "p.sh"
+    script.write_text("echo sa\n")
+    world.trust_all()
+    assert "echo sa" in world.ask()
+    assert "echo sa" in world.ask()
+    trees = world.daemon._trees
+    assert trees.reused >= 1
+    staged = [path for path in (world.home / "staging").glob("run-*/tree/.hookcage/p.sh")]
+    assert len(staged) == 1
+    # Someone changes the staged copy (the user's own host hook could): it is never lent again.
+    staged[0].chmod(0o644)
+    staged[0].write_text("echo XX\n")
+    answer = world.ask()
+    assert "echo sa" in answer and "XX" not in answer
+    world.daemon.close()  # stops: its trees go with it
+    assert not list((world.home / "staging").glob("run-*"))
