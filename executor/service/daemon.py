@@ -14,11 +14,15 @@ How this works:
    stops, which removes the pool's containers. ``host`` sandboxes hold nothing
    and are made per request from the caller's PATH, HOME and LANG, as they
    would be in the caller's own process.
-3. Everything that decides a verdict is read afresh for every request: the
-   settings are rebuilt from the caller's ``HOOKCAGE_*`` variables and the
-   ``config.toml`` files (about 1 ms, so there is no cache to go stale), and
-   :class:`~executor.executor.HookExecutor` reads hook files, the trust store
-   and the allow-list per dispatch as it always does.
+3. Everything that decides a verdict is looked at for every request: the
+   settings (the caller's ``HOOKCAGE_*`` variables and the ``config.toml``
+   files), the hook files, the trust store and the allow-list. What was
+   parsed is kept by file identity and re-read when the file changed
+   (:mod:`executor.filecache`: never stale); image ids are kept while the
+   engine reports no image event (:mod:`executor.service.image_ids`); runs
+   of the same reviewed bytes share a staged tree
+   (:mod:`executor.sandbox.staged_trees`), and an executor is closed (its
+   staged files given back) after its answer has gone.
 4. ``POST /dispatch`` answers through :func:`executor.service.answer.dispatch_bytes`,
    the function ``hookcage dispatch`` runs in-process, so both print the same
    answer, exit with the same code and write the same run log. Where the
