@@ -269,10 +269,47 @@ def realpath(path: str | os.PathLike[str]) -> str:
     seen = _REALPATHS.get()
     name = os.fspath(path)
     if seen is None:
-        return os.path.realpath(name)
+        return resolve(name)
     found = seen.get(name)
     if found is None:
-        found = seen[name] = os.path.realpath(name)
+        found = seen[name] = resolve(name)
+    return found
+
+
+_O_PATH = getattr(os, "O_PATH", 0)
+
+
+def resolve(name: str) -> str:
+    """What ``os.path.realpath(name)`` answers, with the kernel's walk where it can: an existing
+    path is opened (``O_PATH``) and named by ``/proc/self/fd`` (3 system calls, not one ``lstat``
+    per component); a missing last component is its resolved parent's child. Anything else (a
+    relative or unnormalised path, a dangling symlink, a loop, no ``/proc``) is
+    ``os.path.realpath``'s."""
+    if not _O_PATH or not name.startswith("/") or name.startswith("//") or os.path.normpath(name) != name:
+        return os.path.realpath(name)
+    try:
+        fd = os.open(name, _O_PATH | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        parent, base = os.path.split(name)
+        if parent == name or not base:
+            return os.path.realpath(name)
+        try:
+            os.lstat(name)
+        except (FileNotFoundError, NotADirectoryError):
+            return os.path.join(resolve(parent), base)  # nothing there: realpath keeps the name
+        except (OSError, ValueError):
+            return os.path.realpath(name)
+        return os.path.realpath(name)  # a dangling symlink: realpath follows its text
+    except (OSError, ValueError):
+        return os.path.realpath(name)
+    try:
+        found = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(name)
+    finally:
+        os.close(fd)
+    if not found.startswith("/") or found.endswith(" (deleted)"):
+        return os.path.realpath(name)
     return found
 
 

@@ -417,3 +417,25 @@ def test_runs_of_the_same_reviewed_bytes_share_one_staged_tree_and_a_changed_one
     assert "echo sa" in answer and "XX" not in answer
     world.daemon.close()  # stops: its trees go with it
     assert not list((world.home / "staging").glob("run-*"))
+
+
+def test_resolve_answers_what_realpath_answers(tmp_path: Path) -> None:
+    """filecache.resolve (the kernel's walk) against os.path.realpath, on symlinks of every kind."""
+    root = tmp_path / "r"
+    (root / "d" / "e").mkdir(parents=True)
+    (root / "d" / "e" / "f.json").write_text("{}")
+    (root / "file").write_text("x")
+    (root / "to_d").symlink_to("d")
+    (root / "abs_to_e").symlink_to(root / "d" / "e")
+    (root / "dangling").symlink_to("nowhere/else")
+    (root / "loop_a").symlink_to("loop_b")
+    (root / "loop_b").symlink_to("loop_a")
+    (root / "d" / "up").symlink_to("..")
+    names = ["d", "d/e/f.json", "to_d/e/f.json", "abs_to_e/f.json", "d/up/to_d/e", "dangling", "dangling/x",
+             "loop_a", "loop_a/x", "missing", "missing/deeper/x.json", "file/x", "to_d/missing.json",
+             "d/e/../e/f.json", "d/./e", "d/e/", ""]
+    for name in names:
+        path = f"{root}/{name}" if name else str(root)
+        assert filecache.resolve(path) == os.path.realpath(path), name
+    assert filecache.resolve("relative/x") == os.path.realpath("relative/x")
+    assert filecache.resolve("//" + str(root).lstrip("/")) == os.path.realpath("//" + str(root).lstrip("/"))
