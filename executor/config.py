@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from executor import safeio
+from executor import filecache, safeio
 from executor.core.envnames import AGENT_DIR_VARS, PROJECT_DIR_VARS
 from executor.core.hooks import HookFile, Problem, Scope, parse_hook_file
 from executor.core.policy import HookSet, merge
@@ -438,17 +438,46 @@ def _load_hook_file(path: Path, scope: Scope, root: Path | None, dialect: Dialec
     if scope.from_repository and root is not None:
         # A repository's file may be a symlink within the repository, never one out of it
         # (/proc/self/fd/1, a file of the user's): the resolved path is opened, not followed again.
-        real = Path(os.path.realpath(path))
-        if not real.is_relative_to(os.path.realpath(root)):
+        real = Path(filecache.realpath(path))
+        if not real.is_relative_to(filecache.realpath(root)):
             if not os.path.lexists(path):
                 return None
             return _broken(str(path), scope, f"is a symlink that leads out of the project (to {real}): "
                            "refused without reading it", agent)
-        raw, broken = _read(real, scope, agent, form, follow=False, source=str(path))
+        read_path, follow = real, False
     else:
-        raw, broken = _read(path, scope, agent, form)
-    if raw is None:
-        return broken
+        read_path, follow = path, True
+    environ = os.environ if environ is None else environ
+    # Everything the parse depends on besides the bytes (a dialect may read the environment).
+    key = ("hook file", str(read_path), follow, str(path), scope, str(root) if root else None, agent, form,
+           tuple(sorted(environ.items())) if dialect is not None else ())
+
+    def read() -> bytes:
+        raw, broken = _read(read_path, scope, agent, form, follow=follow, source=str(path))
+        if raw is None:
+            raise _NotRead(broken)
+        return raw
+
+    try:
+        return filecache.FILES.load(read_path, key, read,
+                                    lambda raw: _parse_hook_bytes(raw, path, scope, root, dialect, form, environ),
+                                    follow=follow)
+    except _NotRead as missing:
+        return missing.result
+
+
+class _NotRead(Exception):
+    """A hook file that is missing (``result`` None) or refused before parsing (a broken file)."""
+
+    def __init__(self, result: HookFile | None) -> None:
+        super().__init__()
+        self.result = result
+
+
+def _parse_hook_bytes(raw: bytes, path: Path, scope: Scope, root: Path | None, dialect: Dialect | None,
+                      form: FileFormat, environ: Mapping[str, str]) -> HookFile:
+    """A hook file's bytes, decoded, bounded and parsed by its agent's dialect (hookcage's own without one)."""
+    agent = dialect.name if dialect else ""
     source = str(path)
     try:
         data = decode(raw, form, comments=dialect is not None and dialect.json_comments)
@@ -461,8 +490,7 @@ def _load_hook_file(path: Path, scope: Scope, root: Path | None, dialect: Dialec
         if dialect is None:
             parsed = parse_hook_file(data, scope=scope, source=source, project_root=project)
         else:
-            parsed = dialect.parse(data, scope=scope, source=source, project_root=project,
-                                   environ=os.environ if environ is None else environ)
+            parsed = dialect.parse(data, scope=scope, source=source, project_root=project, environ=environ)
     except Exception as exc:  # a parser's bug (the property tests say none is left): this file only
         return _broken(source, scope, f"hookcage could not read it (internal error: {type(exc).__name__}); "
                        "none of its hooks run", agent)
@@ -547,7 +575,7 @@ def read_hook_files(settings: Settings, root: Path | None, agents: Sequence[Dial
     def add(loaded: HookFile | None, path: Path, budget: _Budget) -> None:
         if loaded is None:
             return
-        key = (loaded.agent, os.path.realpath(path))
+        key = (loaded.agent, filecache.realpath(path))
         if key not in seen:
             seen.add(key)
             files.append(budget.take(loaded))

@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from executor import in_hook
+from executor import filecache, in_hook
 from executor.config import load_hooks, project_root, refuse_own_dirs_in_project
 from executor.core.conditions import ConditionContext
 from executor.core.deps import find_needs, own_need
@@ -80,6 +80,7 @@ from executor.runlog import append_records, cap_event, claim_once
 from executor.sandbox import homes, orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.depcache import DepCache, NeedState, RunSetup, package_words, run_setup
+from executor.sandbox.staged_trees import StagedTrees, tree_key
 from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
@@ -157,14 +158,16 @@ class _Gate:
     dependencies: tuple[NeedState, ...] = ()
 
 
-def _unstage(runs: Sequence[_Run]) -> None:
-    """Remove the staged copies of reviewed files once their runs are over."""
+def _unstage(runs: Sequence[_Run], trees: StagedTrees | None = None) -> None:
+    """Remove the staged copies of reviewed files once their runs are over (or give a shared
+    tree back to ``trees``, the daemon's)."""
     for run in runs:
         for target, staged in run.request.overlays.items():
             # staged is RUN/tree/<path of target under the project> (see _stage): remove RUN
             depth = len(Path(os.path.relpath(target, run.request.project_dir)).parts)
             parents = Path(staged).parents
-            if depth < len(parents) and parents[depth - 1].name == "tree" and parents[depth].name.startswith("run-"):
+            ours = depth < len(parents) and parents[depth - 1].name == "tree" and parents[depth].name.startswith("run-")
+            if ours and (trees is None or not trees.give_back(parents[depth])):
                 shutil.rmtree(parents[depth], ignore_errors=True)
             break
         homes.unstage(run.extras)
@@ -201,7 +204,7 @@ class _HookInputs:
 
 def _inside_project(path: Path, root: str) -> bool:
     """Whether ``path`` (symlinks resolved) is the project root ``root`` or under it."""
-    real, project = os.path.realpath(path), os.path.realpath(root)
+    real, project = filecache.realpath(path), filecache.realpath(root)
     return os.path.commonpath([real, project]) == project
 
 
@@ -277,6 +280,13 @@ class HookExecutor:
         self._dep_cache: DepCache | None = None
         self.allowlist = AllowList(self.settings.allow_entries, tuple(self.settings.allowlist.deny))
         self._background: list[Future[None]] = []
+        self.unstage_at_close = False
+        """Remove the runs' staged files in :meth:`close` rather than before :meth:`dispatch`
+        returns (the daemon closes an executor after its answer has gone)."""
+        self._staged: list[_Run] = []
+        self.staged_trees: StagedTrees | None = None
+        """The daemon's staged trees, shared by runs of the same reviewed bytes (None: each run
+        writes its own, removed after it)."""
         self._async_pool: ThreadPoolExecutor | None = None
         self.deferred: list[Callable[[], None]] = []
         self._in_hook = in_hook.Marker()
@@ -338,6 +348,13 @@ class HookExecutor:
         Raises:
             PayloadError: the event is unknown or the payload lacks what it needs.
         """
+        with filecache.one_look():  # one event sees one state of the paths' symlinks
+            return self._dispatch(event, payload, defer_async=defer_async, dialect=dialect, raw=raw)
+
+    def _dispatch(
+        self, event: str | EventSpec, payload: Mapping[str, Any], *, defer_async: bool,
+        dialect: Dialect, raw: Mapping[str, Any] | None,
+    ) -> Verdict:
         spec = get_event(event) if isinstance(event, str) else event
         check_payload(spec, payload)
         root = self.root_for(payload)
@@ -356,7 +373,10 @@ class HookExecutor:
         try:
             self._run_all(spec, runs, serial=dialect.serial)
         finally:
-            _unstage(runs)
+            if self.unstage_at_close:
+                self._staged.extend(runs)
+            else:
+                _unstage(runs, self.staged_trees)
         # fold
         outcomes = [r.outcome for r in runs if r.outcome is not None]
         problems = [str(p) for p in hookset.problems_for(spec.name)]
@@ -733,6 +753,13 @@ class HookExecutor:
         present = [f for f in files if f.data is not None]
         if not present:
             return {}
+        if self.staged_trees is not None:
+            key = tree_key(present, root) + ":" + str(self._staging_root())
+            return self.staged_trees.lend(key, lambda: self._write_tree(present, root))
+        return self._write_tree(present, root)[1]
+
+    def _write_tree(self, present: Sequence[FileState], root: Path) -> tuple[Path, dict[str, str]]:
+        """A new staged folder holding ``present``'s bytes, and the overlays naming them."""
         # The copies mirror the project under one folder (TREE/a/b.sh for ROOT/a/b.sh): the
         # docker backend then lays that folder over the workspace as an overlay file system,
         # which a `git checkout` during the run cannot take away (a bind over a file can be
@@ -754,7 +781,7 @@ class HookExecutor:
             staged.write_bytes(state.data or b"")
             staged.chmod(state.mode)  # the execute bit it was reviewed with, never write
             overlays[str(root / state.path)] = str(staged)
-        return overlays
+        return folder, overlays
 
     def _staging_root(self) -> Path:
         path = self.settings.home / "staging"
@@ -832,7 +859,7 @@ class HookExecutor:
             try:
                 self._run_all(spec, runs)
             finally:
-                _unstage(runs)
+                _unstage(runs, self.staged_trees)
             self._log([self._record(spec, session, r.hook, run=r, agent=agent) for r in runs])
 
         return job
@@ -942,7 +969,10 @@ class HookExecutor:
             client.close()
 
     def close(self) -> None:
-        """Wait for background hooks, then close the sandboxes this executor built."""
+        """Remove what is still staged, wait for background hooks, then close the sandboxes this executor built."""
+        staged, self._staged = self._staged, []
+        if staged:
+            _unstage(staged, self.staged_trees)
         for future in self._background:
             future.exception()
         if self._async_pool is not None:

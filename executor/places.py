@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from executor.filecache import per_look, realpath
+
 
 def _inside(path: str, root: str) -> bool:
     root = root.rstrip("/") or "/"
@@ -29,9 +31,9 @@ def in_project(path: Path | str, root: Path | None) -> bool:
     if root is None:
         return False
     home = _real_home()
-    for top in {os.path.abspath(root), os.path.realpath(root)} - {"/"}:
+    for top in {os.path.abspath(root), realpath(root)} - {"/"}:
         holds_home = home is not None and _inside(home, top)
-        for spot in {os.path.abspath(path), os.path.realpath(path)}:
+        for spot in {os.path.abspath(path), realpath(path)}:
             if _inside(spot, top) and not (holds_home and home is not None and _inside(spot, home)):
                 return True
     return False
@@ -39,13 +41,17 @@ def in_project(path: Path | str, root: Path | None) -> bool:
 
 def _real_home() -> str | None:
     """The user's home as the system knows it (never ``$HOME``, which the environment sets)."""
+    return per_look(("real home", os.getuid()), _real_home_now)
+
+
+def _real_home_now() -> str | None:
     try:
         import pwd
 
         home = pwd.getpwuid(os.getuid()).pw_dir
     except (ImportError, KeyError):
         return None
-    return os.path.realpath(home) if home and home != "/" else None
+    return realpath(home) if home and home != "/" else None
 
 
 def outside_cwd(search: str) -> str:

@@ -10,6 +10,7 @@ the user hook file, settings, trust store, run log and daemon socket.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import re
 import tomllib
@@ -26,10 +27,13 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from executor import filecache
 from executor.errors import ConfigError
 
 DEFAULT_MANAGED_DIR = Path("/etc/hookcage")
 SETTINGS_FILE = "config.toml"
+NO_FILE: dict[str, Any] = {}
+"""What :func:`read_toml_cached` gives for a missing file (always this object: nobody changes it)."""
 
 
 def default_home() -> Path:
@@ -99,11 +103,25 @@ def read_toml(path: Path) -> dict[str, Any]:
     Raises:
         ConfigError: it cannot be read or is not valid TOML (names the file and line).
     """
-    try:
+    return copy.deepcopy(read_toml_cached(path))  # the callers change what they get
+
+
+def read_toml_cached(path: Path) -> dict[str, Any]:
+    """:func:`read_toml`, shared: the parsed file as it was last time when it has not changed
+    (:mod:`executor.filecache`). The caller must not change it.
+
+    Raises:
+        ConfigError: as :func:`read_toml`.
+    """
+    def read() -> bytes:
         with path.open("rb") as handle:
-            return tomllib.load(handle)
+            return handle.read()
+
+    try:
+        return filecache.FILES.load(path, ("config.toml", str(path)), read,
+                                    lambda raw: tomllib.loads(raw.decode()))  # as tomllib.load decodes
     except FileNotFoundError:
-        return {}
+        return NO_FILE
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     except OSError as exc:

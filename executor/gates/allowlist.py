@@ -52,6 +52,7 @@ from functools import lru_cache
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
+from executor import filecache
 from executor.core.envnames import PROJECT_DIR_VARS
 from executor.core.text import sanitize
 from executor.gates import programs
@@ -96,6 +97,20 @@ def check_command(command: str, allowlist: AllowList, project_root: str) -> Allo
         ``AllowCheck(allowed=True)``, or the reason and, when an entry could
         allow it, the suggestion. Never raises for any command text.
     """
+    key = (command, allowlist, project_root)
+    try:
+        hash(key)
+    except TypeError:  # an AllowList built from lists: not kept
+        return _check_now(command, allowlist, project_root)
+    return _CHECKS.get(key, lambda: _check_now(command, allowlist, project_root))
+
+
+_CHECKS = filecache.memo(512)
+"""Answers of :func:`check_command`, a pure function of its arguments: kept for the next call."""
+_WORDS = filecache.memo(512)
+
+
+def _check_now(command: str, allowlist: AllowList, project_root: str) -> AllowCheck:
     verdict = _judge(command, _compile(allowlist, project_root))
     if verdict.allowed:
         return AllowCheck(allowed=True, notes=verdict.notes)
@@ -111,6 +126,10 @@ def literal_words(command: str, project_root: str) -> list[str]:
     references. Past :data:`MAX_COMMAND_BYTES` or :data:`MAX_NODES` it
     returns no words: :func:`check_command` denies such a command anyway.
     """
+    return list(_WORDS.get((command, project_root), lambda: tuple(_literal_words_now(command, project_root))))
+
+
+def _literal_words_now(command: str, project_root: str) -> list[str]:
     try:
         src = command.encode("utf-8")
     except UnicodeEncodeError:

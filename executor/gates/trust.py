@@ -53,7 +53,7 @@ from typing import Any
 
 import filelock
 
-from executor import safeio
+from executor import filecache, safeio
 from executor.core.text import decode_exact
 from executor.errors import HookcageError, TrustStoreError
 
@@ -979,7 +979,14 @@ class TrustStore:
     def __init__(self, path: Path, *, extra: Sequence[Path] = ()) -> None:
         self.path = Path(path)
         self.extra = tuple(Path(p) for p in extra)
-        self._lock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT, mode=0o600)
+        self._filelock: filelock.FileLock | None = None
+
+    @property
+    def _lock(self) -> filelock.FileLock:
+        """The store's write lock, made on first write (reading needs none)."""
+        if self._filelock is None:
+            self._filelock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT, mode=0o600)
+        return self._filelock
 
     def is_trusted(self, digest: str | Iterable[str]) -> bool:
         """True when ``digest`` (or one of several: :meth:`TrustSubject.covering_digests`) is in
@@ -991,7 +998,7 @@ class TrustStore:
         """Every record, the store's first, then each extra file's (oldest first in each)."""
         seen: set[str] = set()
         out: list[TrustRecord] = []
-        for group in [self._load_store(), *(self._load_extra(p) for p in self.extra)]:
+        for group in [self._load_store(cached=True), *(self._load_extra(p) for p in self.extra)]:
             for record in sorted(group.values(), key=lambda r: (r.trusted_at, r.digest)):
                 if record.digest not in seen:
                     seen.add(record.digest)
@@ -1087,23 +1094,36 @@ class TrustStore:
         except OSError as exc:
             raise TrustStoreError(f"cannot lock the trust store ({self._lock.lock_file}: {_reason(exc)})") from exc
 
-    def _load_store(self) -> dict[str, TrustRecord]:
+    def _load_store(self, *, cached: bool = False) -> dict[str, TrustRecord]:
+        """The store's records; ``cached``: shared with other calls (:mod:`executor.filecache`),
+        not to be changed (a write reads afresh, under the lock)."""
+        path = self.path
+
+        def parse(raw: bytes) -> dict[str, TrustRecord]:
+            return _parse(raw, lambda problem: _store_trouble(path, problem))
+
         try:
-            raw = self.path.read_bytes()
+            if cached:
+                return filecache.FILES.load(path, ("trust store", str(path)), path.read_bytes, parse)
+            raw = path.read_bytes()
         except FileNotFoundError:
             return {}
         except OSError as exc:
-            raise TrustStoreError(_store_trouble(self.path, f"cannot be read ({_reason(exc)})")) from exc
-        return _parse(raw, lambda problem: _store_trouble(self.path, problem))
+            raise TrustStoreError(_store_trouble(path, f"cannot be read ({_reason(exc)})")) from exc
+        return parse(raw)
 
     def _load_extra(self, path: Path) -> dict[str, TrustRecord]:
+        """An extra trust file's records (shared: :mod:`executor.filecache`; never written)."""
+        def parse(raw: bytes) -> dict[str, TrustRecord]:
+            return _parse(raw, lambda problem: f"trust file {path} (HOOKCAGE_TRUST_FILE) {problem}: "
+                          "fix it or stop pointing at it")
+
         try:
-            raw = path.read_bytes()
+            return filecache.FILES.load(path, ("trust file", str(path)), path.read_bytes, parse)
         except OSError as exc:
             raise TrustStoreError(
                 f"trust file {path} (HOOKCAGE_TRUST_FILE) cannot be read ({_reason(exc)})"
             ) from exc
-        return _parse(raw, lambda problem: f"trust file {path} (HOOKCAGE_TRUST_FILE) {problem}: fix it or stop pointing at it")
 
     def _write(self, records: Mapping[str, TrustRecord]) -> None:
         """Replace the store atomically: temp file, fsync, rename, fsync the directory."""

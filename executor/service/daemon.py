@@ -14,11 +14,15 @@ How this works:
    stops, which removes the pool's containers. ``host`` sandboxes hold nothing
    and are made per request from the caller's PATH, HOME and LANG, as they
    would be in the caller's own process.
-3. Everything that decides a verdict is read afresh for every request: the
-   settings are rebuilt from the caller's ``HOOKCAGE_*`` variables and the
-   ``config.toml`` files (about 1 ms, so there is no cache to go stale), and
-   :class:`~executor.executor.HookExecutor` reads hook files, the trust store
-   and the allow-list per dispatch as it always does.
+3. Everything that decides a verdict is looked at for every request: the
+   settings (the caller's ``HOOKCAGE_*`` variables and the ``config.toml``
+   files), the hook files, the trust store and the allow-list. What was
+   parsed is kept by file identity and re-read when the file changed
+   (:mod:`executor.filecache`: never stale); image ids are kept while the
+   engine reports no image event (:mod:`executor.service.image_ids`); runs
+   of the same reviewed bytes share a staged tree
+   (:mod:`executor.sandbox.staged_trees`), and an executor is closed (its
+   staged files given back) after its answer has gone.
 4. ``POST /dispatch`` answers through :func:`executor.service.answer.dispatch_bytes`,
    the function ``hookcage dispatch`` runs in-process, so both print the same
    answer, exit with the same code and write the same run log. Where the
@@ -83,7 +87,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from executor import __version__
+from executor import __version__, filecache
 from executor.config import project_root
 from executor.core.envnames import AGENT_CONFIG_VARS, PROJECT_DIR_VARS
 from executor.core.hooks import DOCKER_SOCKETS
@@ -94,8 +98,10 @@ from executor.executor import HookExecutor, SandboxFactory
 from executor.sandbox import orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
 from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH
+from executor.sandbox.staged_trees import StagedTrees
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error, read_payload
+from executor.service.image_ids import ImageIds
 from executor.service.keepout import (
     Fence,
     Fenced,
@@ -106,7 +112,14 @@ from executor.service.keepout import (
     well_formed,
 )
 from executor.service.metrics import ServiceMetrics, dispatch_outcome
-from executor.settings import DEFAULT_MANAGED_DIR, Settings, default_home, load_settings
+from executor.settings import (
+    DEFAULT_MANAGED_DIR,
+    SETTINGS_FILE,
+    Settings,
+    default_home,
+    load_settings,
+    read_toml_cached,
+)
 
 if TYPE_CHECKING:
     import uvicorn
@@ -251,7 +264,7 @@ def caller_settings(env: Mapping[str, str], caller_home: str | None, home: Path)
         raise Refusal(f"the caller's home {values['home']} is not this daemon's ({home})")
     values["managed_dir"] = _absolute(values.get("managed_dir", str(DEFAULT_MANAGED_DIR)), "HOOKCAGE_MANAGED_DIR")
     try:
-        settings = ForwardedSettings(**values)
+        settings = _forwarded_settings(values)
     except Exception as exc:
         # In-process this is an error message naming the variable or file: let it say so.
         raise Refusal(f"the caller's settings do not load: {type(exc).__name__}") from exc
@@ -260,6 +273,24 @@ def caller_settings(env: Mapping[str, str], caller_home: str | None, home: Path)
         if path is not None:
             _absolute(str(path), name)
     return settings
+
+
+_SETTINGS = filecache.memo(64)
+
+
+def _forwarded_settings(values: dict[str, Any]) -> Settings:
+    """``ForwardedSettings(**values)``, the same object again while the values and both
+    ``config.toml`` files are (:mod:`executor.filecache`: a file edited since is read afresh).
+
+    Settings are never changed once built, so one object serves every request that has them.
+    """
+    files = tuple(read_toml_cached(Path(values[name]) / SETTINGS_FILE) for name in ("managed_dir", "home"))
+    key = json.dumps(values, sort_keys=True, default=str)
+    built, seen = _SETTINGS.get(key, lambda: (ForwardedSettings(**values), files))
+    if any(now is not then for now, then in zip(files, seen, strict=True)):
+        built, seen = ForwardedSettings(**values), files  # a file changed: build, and keep the new one
+        _SETTINGS.put(key, (built, seen))
+    return built
 
 
 def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None) -> dict[str, str]:
@@ -335,15 +366,17 @@ def host_base_env(env: Mapping[str, str]) -> dict[str, str]:
 class _Shared(Sandbox):
     """A daemon-wide sandbox lent to one request: closing it is the daemon's job."""
 
-    def __init__(self, inner: Sandbox) -> None:
+    def __init__(self, inner: Sandbox, ids: ImageIds | None = None) -> None:
         self.inner = inner
         self.name = inner.name
+        self.ids = ids
 
     def run(self, request: RunRequest) -> RunResult:
         return self.inner.run(request)
 
     def image_identity(self, image: str | None) -> str:
-        return self.inner.image_identity(image)
+        # Kept while the engine's image events say nothing changed (executor.service.image_ids).
+        return self.ids.identity(image) if self.ids is not None else self.inner.image_identity(image)
 
     def runtime(self) -> str | None:
         # Part of the trust profile (gVisor or not): as the in-process executor sees it, or no daemon
@@ -531,8 +564,12 @@ class Daemon:
         self.socket_path = Path(socket_path) if socket_path is not None else self.home / client.SOCKET_NAME
         self._factory = sandbox_factory
         self._shared: dict[tuple[Any, ...], Sandbox] = {}
+        self._ids: dict[int, ImageIds] = {}  # id(shared sandbox) -> its image ids
+        self._trees = StagedTrees()
         self._lock = threading.Lock()
         self._async = ThreadPoolExecutor(max_workers=async_workers, thread_name_prefix="hookcage-async")
+        self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookcage-close")
+        """Closes the executors of answered dispatches (their staged files) after the answer."""
         self._closed = False
         self._lock_fd: int | None = None
         self._socket_inode: int | None = None
@@ -705,6 +742,8 @@ class Daemon:
         def make_executor(settings: Settings) -> HookExecutor:
             executor = HookExecutor(settings, sandbox_factory=factory, environ=environ, cancel=watch.cancel,
                                     on_records=observe, transcripts=transcripts)
+            executor.unstage_at_close = True  # closed once the answer is on its way (below)
+            executor.staged_trees = self._trees  # runs of the same reviewed bytes share one staged tree
             watch.executors.append(executor)
             return executor
 
@@ -724,13 +763,12 @@ class Daemon:
         outcome = "cancelled" if watch.cancel.is_set() else dispatch_outcome(answer.exit_code, ran)
         self.metrics.dispatched(listener, answered_as, event_label, outcome, time.monotonic() - started)
         if executor is not None:
-            if not executor.deferred:
-                executor.close()
-            else:
-                try:
-                    self._async.submit(self._run_deferred, executor)
-                except RuntimeError:  # stopping: run them here rather than drop them
-                    self._run_deferred(executor)
+            # Its staged files are removed (and async hooks run) on another thread: the answer
+            # does not wait for the disk.
+            try:
+                (self._async if executor.deferred else self._closer).submit(self._run_deferred, executor)
+            except RuntimeError:  # stopping: do it here rather than drop it
+                self._run_deferred(executor)
         return answer, answered_as
 
     @staticmethod
@@ -747,9 +785,30 @@ class Daemon:
             per_caller = registry.backend(backend).per_caller
             if per_caller is not None:  # host: runs with the caller's PATH, HOME and LANG
                 return per_caller(settings, base_env)
-            return _Shared(self.shared_sandbox(backend, settings))
+            shared = self.shared_sandbox(backend, settings)
+            return _Shared(shared, self._image_ids(shared))
 
         return factory
+
+    def _image_ids(self, sandbox: Sandbox) -> ImageIds | None:
+        """The image ids kept for a shared sandbox of an engine (None: asked every time)."""
+        with self._lock:
+            if id(sandbox) in self._ids:
+                return self._ids[id(sandbox)]
+            if self._closed or not getattr(registry.find(sandbox.name), "engine", False):
+                return None
+        try:
+            client = getattr(sandbox, "client", None)  # connects: the engine may be away
+        except Exception:
+            return None
+        if client is None or not hasattr(client, "events"):
+            return None
+        with self._lock:
+            if self._closed:
+                return None
+            if id(sandbox) not in self._ids:
+                self._ids[id(sandbox)] = ImageIds(sandbox.image_identity, client)
+            return self._ids[id(sandbox)]
 
     def shared_sandbox(self, backend: str, settings: Settings) -> Sandbox:
         """The daemon-wide sandbox for a backend and profile, built on first use.
@@ -981,7 +1040,13 @@ class Daemon:
             self._closed = True
             shared = list(self._shared.values())
             self._shared.clear()
+            ids = list(self._ids.values())
+            self._ids.clear()
+        for kept in ids:
+            kept.close()
         self._async.shutdown(wait=True)
+        self._closer.shutdown(wait=True)
+        self._trees.close()
         for sandbox in shared:
             try:
                 sandbox.close()
