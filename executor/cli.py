@@ -1510,12 +1510,14 @@ def _fail_on_lines(built: Any, hits: Sequence[str]) -> None:
 @click.option("--status", "show_status", is_flag=True,
               help="Show the daemon answering on the socket (pid, version, uptime, idle timeout, requests, "
                    "pool) and exit; exit 1 when none answers.")
+@click.option("--ready-fd", type=click.IntRange(min=3), default=None, hidden=True,
+              help="A descriptor to close once answering (the start lock of the event that started the daemon).")
 @click.option("--stop", "stop_daemon", is_flag=True,
               help="Stop the daemon answering on the socket (requests in flight are answered first) and exit.")
 def serve(socket_path: Path | None, log_level: str, listen: str | None, token_file: Path | None,
           tls_cert: Path | None, tls_key: Path | None, max_body: int, max_concurrent: int, max_queue: int,
           project_roots: tuple[Path, ...], transcript_roots: tuple[Path, ...], idle_timeout: float,
-          log_file: Path | None, show_status: bool, stop_daemon: bool) -> None:
+          log_file: Path | None, show_status: bool, ready_fd: int | None, stop_daemon: bool) -> None:
     """Answer `hookcage dispatch` from a long-lived process (saves start-up on every event).
 
     Keeps the code loaded and the sandboxes (engine connections) open; reads
@@ -1562,7 +1564,8 @@ def serve(socket_path: Path | None, log_level: str, listen: str | None, token_fi
                  and context.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT]
         if given:
             raise click.UsageError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --listen HOST:PORT")
-    Daemon(socket_path).serve(log_level=log_level, remote=remote, idle_timeout=idle_timeout, log_file=log_file)
+    Daemon(socket_path).serve(log_level=log_level, remote=remote, idle_timeout=idle_timeout, log_file=log_file,
+                              ready_fd=ready_fd)
 
 
 def _serve_control(socket_path: Path | None, *, stop: bool) -> None:
@@ -1571,7 +1574,7 @@ def _serve_control(socket_path: Path | None, *, stop: bool) -> None:
 
     context = click.get_current_context()
     given = [param.opts[0] for param in context.command.params
-             if param.name not in ("socket_path", "show_status", "stop_daemon")
+             if param.name not in ("socket_path", "show_status", "stop_daemon", "ready_fd")
              and context.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT]
     if given or (stop and context.params["show_status"]):
         raise click.UsageError(f"--status and --stop take --socket only, not {', '.join(given) or 'each other'}")

@@ -20,7 +20,10 @@ How the self-start works (:func:`ensure`):
    --socket PATH --idle-timeout S --log-file $HOOKCAGE_HOME/daemon.log`` in a
    session of its own (stdin ``/dev/null``, stdout and stderr to the log, no other
    descriptor), with the site enabled (it needs hookcage's dependencies) and
-   this very package first on its path, so it runs the client's code.
+   this very package first on its path, so it runs the client's code. The
+   daemon inherits the start lock and lets go of it once it answers
+   (``--ready-fd``): a caller killed while its daemon starts leaves the lock
+   held by that daemon, and the next event waits for it rather than start a second.
 4. Wait (bounded) until ``/health`` answers with the client's version and code
    stamp; release the lock. The daemon outlives the agent; it stops after
    ``daemon_idle_timeout`` seconds without an event.
@@ -288,12 +291,12 @@ def ensure(environ: Mapping[str, str], socket_path: str) -> bool:
         _say(f"another event has been starting the daemon for {START_WAIT:g} s: answered in-process")
         return False
     try:
-        return _start_locked(environ, home, socket_path, deadline)
+        return _start_locked(environ, home, socket_path, deadline, lock)
     finally:
         os.close(lock)
 
 
-def _start_locked(environ: Mapping[str, str], home: str, socket_path: str, deadline: float) -> bool:
+def _start_locked(environ: Mapping[str, str], home: str, socket_path: str, deadline: float, lock: int) -> bool:
     log = os.path.join(home, LOG_NAME)
     while True:
         health = client.health(socket_path, timeout=0.5)
@@ -323,9 +326,11 @@ def _start_locked(environ: Mapping[str, str], home: str, socket_path: str, deadl
     try:
         os.write(out, f"{time.strftime('%Y-%m-%d %H:%M:%S')} hookcage: started by hookcage dispatch "
                       f"(pid {os.getpid()}): no daemon answered on {socket_path}\n".encode())
-        proc = subprocess.Popen(daemon_argv(socket_path, idle, log), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=out, close_fds=True, start_new_session=True, cwd=home,
-                                env=daemon_env(environ, home))
+        # The daemon holds the start lock too until it answers: a caller killed meanwhile leaves
+        # it held, so the next event waits for this daemon instead of starting a second one.
+        proc = subprocess.Popen([*daemon_argv(socket_path, idle, log), "--ready-fd", str(lock)],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, close_fds=True, pass_fds=(lock,),
+                                start_new_session=True, cwd=home, env=daemon_env(environ, home))
     except (OSError, ValueError) as exc:
         _fail(home, f"cannot run {sys.executable or 'the interpreter'} ({getattr(exc, 'strerror', None) or exc})")
         return False

@@ -561,6 +561,7 @@ class Daemon:
         self._local_in_flight = 0  # on the socket; counted on the event loop
         self._servers: list[uvicorn.Server] = []
         self._retiring: str | None = None
+        self._ready_fd: int | None = None
         self.log_file: Path | None = None
         self.lifetime = Lifetime(self.retire)
         self.metrics = ServiceMetrics(pools=self._pool_stats, alive=self._containers_alive)
@@ -975,7 +976,7 @@ class Daemon:
         return sock
 
     def serve(self, *, log_level: str = "info", warm: bool = True, remote: RemoteOptions | None = None,
-              idle_timeout: float = 0.0, log_file: Path | None = None) -> None:
+              idle_timeout: float = 0.0, log_file: Path | None = None, ready_fd: int | None = None) -> None:
         """Listen and answer until SIGTERM or SIGINT (or idle, retired, ``/stop``); then wait for
         requests in flight and close.
 
@@ -985,12 +986,32 @@ class Daemon:
             remote: also answer on TCP, in remote mode (:mod:`executor.service.remote`).
             idle_timeout: stop after this many seconds with nothing in flight (0: never).
             log_file: append the log (and stdout, stderr) to this file instead of stderr.
+            ready_fd: a descriptor closed once the daemon answers, or when it fails to start (the
+                self-start's lock: :mod:`executor.service.autostart`); no hook inherits it.
 
         Raises:
             DaemonError: another daemon serves the socket, or the path is unusable.
             ServiceConfigError: the TCP options are unusable or the address cannot be bound
                 (nothing listens then).
         """
+        self._ready_fd = ready_fd
+        if ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.set_inheritable(ready_fd, False)
+        try:
+            self._serve(log_level, warm, remote, idle_timeout, log_file)
+        finally:
+            self._ready()
+
+    def _ready(self) -> None:
+        """Close the ``ready_fd`` of :meth:`serve` (once: its number may be reused afterwards)."""
+        fd, self._ready_fd = self._ready_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _serve(self, log_level: str, warm: bool, remote: RemoteOptions | None, idle_timeout: float,
+               log_file: Path | None) -> None:
         import uvicorn
 
         log_format = "hookcage serve: %(levelname)s: %(message)s"
@@ -1026,6 +1047,7 @@ class Daemon:
             logger.info("hookcage %s answering on %s (pid %d%s)", __version__, self.socket_path, os.getpid(),
                         f", stops after {idle_timeout:g} s idle" if idle_timeout else "")
             self.lifetime.start()
+            self._ready()  # listening already: a caller that connects now is answered once uvicorn runs
             if remote is None or tcp is None:
                 server = uvicorn.Server(config)
                 self._serving(server)
