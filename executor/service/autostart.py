@@ -16,11 +16,13 @@ How the self-start works (:func:`ensure`):
 3. Under the lock, look again: a daemon of this very code answers ``/health``
    (another event started it meanwhile), or one is alive but not answering yet
    (it holds the socket's own lock, ``hookcage.sock.lock``: starting up): wait
-   for it. Otherwise spawn ``<this interpreter> -c <boot> <package parent> serve
+   for it. Otherwise spawn ``<this interpreter> -E -c <boot> <package parent> serve
    --socket PATH --idle-timeout S --log-file $HOOKCAGE_HOME/daemon.log`` in a
    session of its own (stdin ``/dev/null``, stdout and stderr to the log, no other
-   descriptor), with the site enabled (it needs hookcage's dependencies) and
-   this very package first on its path, so it runs the client's code. The
+   descriptor), with the site enabled (it needs hookcage's dependencies) but
+   no ``PYTHON*`` variable (``-E``: one project's ``PYTHONPATH`` must not
+   follow the daemon into other projects' events), and this very package
+   first on its path, so it runs the client's code. The
    daemon inherits the start lock and lets go of it once it answers
    (``--ready-fd``): a caller killed while its daemon starts leaves the lock
    held by that daemon, and the next event waits for it rather than start a second.
@@ -138,7 +140,9 @@ def daemon_argv(socket_path: str, idle: float, log: str) -> list[str]:
     import executor
 
     parent = os.path.dirname(os.path.dirname(os.path.abspath(executor.__file__)))
-    return [sys.executable, "-c", _BOOT, parent, "serve", "--socket", socket_path,
+    # -E: the PYTHON* variables of whichever agent started it (a repository's settings may set
+    # them) do not follow the daemon into every later event of other projects.
+    return [sys.executable, "-E", "-c", _BOOT, parent, "serve", "--socket", socket_path,
             "--idle-timeout", f"{idle:g}", "--log-file", log]
 
 

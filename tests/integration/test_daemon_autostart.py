@@ -271,12 +271,13 @@ def test_a_caller_killed_while_starting_the_daemon_leaves_no_lock_behind(agent: 
     assert serving(agent.socket) == [daemon]  # the one the killed caller started, no second one
 
 
-def broken_dependencies(tmp: Path) -> Path:
-    """A directory that, first on PYTHONPATH, breaks an import the daemon needs (not the in-process CLI)."""
-    broken = tmp / "broken"
-    (broken / "fastapi").mkdir(parents=True)
-    (broken / "fastapi" / "__init__.py").write_text("raise ImportError('fastapi is broken on this machine')\n")
-    return broken
+def broken_daemon(tmp: Path) -> dict[str, str]:
+    """A hookcage whose daemon cannot start (an import it needs fails), the in-process CLI intact:
+    the environment of its callers."""
+    parent = copy_of_hookcage(tmp)
+    daemon = parent / "executor" / "service" / "daemon.py"
+    daemon.write_text("raise ImportError('fastapi is broken on this machine')\n" + daemon.read_text())
+    return {"PYTHONPATH": str(parent)}
 
 
 @pytest.mark.parametrize("why", ["dependencies broken", "home unusable"])
@@ -286,7 +287,7 @@ def test_a_daemon_that_cannot_start_is_said_once_and_the_event_answered_in_proce
     agent.hooks(UserPromptSubmit=[host("echo context")])
     stdin = agent.payload(prompt="hi")
     if why == "dependencies broken":
-        env = {"PYTHONPATH": os.pathsep.join([str(broken_dependencies(tmp_path)), str(PACKAGE.parent)])}
+        env = broken_daemon(tmp_path)
     else:
         env = {}
         (agent.home / autostart.START_LOCK).mkdir()  # the start lock cannot be opened
@@ -317,7 +318,7 @@ def test_a_gating_event_is_never_allowed_because_the_daemon_is_unreachable(
     stdin = agent.payload(tool_name="Bash", tool_input={"command": "rm -rf /"})
     env = {}
     if how == "cannot start":
-        env = {"PYTHONPATH": os.pathsep.join([str(broken_dependencies(tmp_path)), str(PACKAGE.parent)])}
+        env = broken_daemon(tmp_path)
     expected = agent.in_process("PreToolUse", stdin, **env)
     denied = json.loads(expected[1])["hookSpecificOutput"]
     assert (expected[0], denied["permissionDecision"]) == (0, "deny")

@@ -96,9 +96,9 @@ def test_the_fingerprint_sees_edits_and_replaced_files_not_bytecode_or_editor_fi
 
 def test_the_daemon_runs_this_package_with_this_interpreter(tmp_path: Path) -> None:
     argv = autostart.daemon_argv("/s/hookcage.sock", 600, "/h/daemon.log")
-    assert argv[:2] == [sys.executable, "-c"]
-    assert argv[3] == str(Path(executor.__file__).resolve().parents[1])
-    assert argv[4:] == ["serve", "--socket", "/s/hookcage.sock", "--idle-timeout", "600", "--log-file",
+    assert argv[:3] == [sys.executable, "-E", "-c"]  # no PYTHONPATH of the agent that started it
+    assert argv[4] == str(Path(executor.__file__).resolve().parents[1])
+    assert argv[5:] == ["serve", "--socket", "/s/hookcage.sock", "--idle-timeout", "600", "--log-file",
                         "/h/daemon.log"]
     env = autostart.daemon_env({"CLAUDE_PROJECT_DIR": "/p", "CLAUDE_ENV_FILE": "/e", "PATH": "/bin",
                                 "HOOKCAGE_SOCKET": "/s", "HOOKCAGE_RUNTIME": "runc"}, "/h")
