@@ -187,9 +187,22 @@ def test_the_daemon_outlives_the_agent_then_stops_when_idle_removing_its_pool(
     stdin = agent.payload(prompt="hi")
     expected = agent.in_process("UserPromptSubmit", stdin)
     assert expected[0] == 0 and "pooled" in expected[1]
-    assert agent.dispatch("UserPromptSubmit", stdin, HOOKCAGE_DAEMON_IDLE_TIMEOUT="8") == expected
+    # The agent: a process group whose dispatch starts the daemon; then the whole group is killed
+    # (the agent quits, its terminal closes).
+    (agent.tmp / "stdin").write_bytes(stdin)
+    out = agent.tmp / "answer"
+    line = f"{PY} -m executor.entry dispatch UserPromptSubmit <{agent.tmp / 'stdin'} >{out}.part && mv {out}.part {out}"
+    session = subprocess.Popen(["sh", "-c", f"{line}; sleep 120"], env={**agent.env, "HOOKCAGE_DAEMON_IDLE_TIMEOUT": "8"},
+                               cwd=agent.project, start_new_session=True)
+    try:
+        wait_until("the agent's event was answered", out.exists, timeout=120)
+    finally:
+        os.killpg(session.pid, signal.SIGKILL)
+        session.wait()
+    assert out.read_text() == expected[1]
+    agent.note()
     [pid] = agent.pids
-    assert running(pid)  # the caller has exited; the daemon has not
+    assert running(pid)  # the agent and its dispatch are gone; the daemon is not
 
     def pool() -> list[Any]:
         return list(docker_api.containers(all=True, filters={"label": [f"{MANAGED_LABEL}=true", f"{POOL_LABEL}={pid}"]}))
@@ -276,7 +289,7 @@ def broken_daemon(tmp: Path) -> dict[str, str]:
     the environment of its callers."""
     parent = copy_of_hookcage(tmp)
     daemon = parent / "executor" / "service" / "daemon.py"
-    daemon.write_text("raise ImportError('fastapi is broken on this machine')\n" + daemon.read_text())
+    daemon.write_text(daemon.read_text() + "\nraise ImportError('fastapi is broken on this machine')\n")
     return {"PYTHONPATH": str(parent)}
 
 
