@@ -137,3 +137,16 @@ def test_status_lines() -> None:
     ]
     other = autostart.status_lines({**health, "version": "0.0.1", "idle_timeout": 0}, "/s")
     assert "the next event retires it" in other[1] and "idle timeout: never (idle for 1m05s)" in other
+
+
+def test_a_broken_interpreter_path_is_one_line_and_not_tried_again_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "gone" / "python3"))
+    env = {"HOOKCAGE_HOME": str(tmp_path / "home")}
+    assert not autostart.ensure(env, str(tmp_path / "home" / "hookcage.sock"))
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"hookcage: cannot run {tmp_path}/gone/python3 (") and "answered in-process" in line
+    assert (tmp_path / "home" / autostart.FAILED_MARK).exists()
+    assert not autostart.ensure(env, str(tmp_path / "home" / "hookcage.sock"))
+    assert capsys.readouterr().err == ""
