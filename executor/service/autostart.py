@@ -340,18 +340,20 @@ def _start_locked(environ: Mapping[str, str], home: str, socket_path: str, deadl
         return False
     finally:
         os.close(out)
-    if _wait_health(socket_path, deadline, proc):
+    answered = _wait_health(socket_path, deadline, proc)
+    code = proc.poll()
+    if code is None:
+        proc.returncode = 0  # never reaped here: it outlives this process (and no ResourceWarning says so)
+    if answered:
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(home, FAILED_MARK))
         return True
-    code = proc.poll()
     if code is not None:
         _fail(home, f"the daemon exited at start (status {code}; see {log})")
     elif client.health(socket_path, timeout=0.5) is not None:
         _say(f"the daemon on {socket_path} runs other code than this hookcage (see {log}): answered in-process")
     else:
         _say(f"the daemon (pid {proc.pid}) is still starting after {START_WAIT:g} s (see {log}): answered in-process")
-    proc.returncode = 0  # never reaped here: it outlives this process (no ResourceWarning)
     return False
 
 
