@@ -140,7 +140,8 @@ class Bench:
                            "tool_input": {"command": "x" * 900}}).encode()
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "HOOKCAGE_HOME": str(self.home),
+        # HOOKCAGE_DAEMON=off: the "no daemon" rows must not start one (the daemon rows start it by hand).
+        return {**os.environ, "HOOKCAGE_HOME": str(self.home), "HOOKCAGE_DAEMON": "off",
                 "HOOKCAGE_MANAGED_DIR": str(self.tmp / "managed"), "HOOKCAGE_LOG_RUNS": "false"}
 
     # -- measurements ----------------------------------------------------------

@@ -208,6 +208,10 @@ class Settings(BaseSettings):
     pool_idle_timeout: float = Field(300.0, ge=5, le=86400)
     """Seconds a ready container waits for a hook before it exits (and a shape not asked for is forgotten)."""
 
+    daemon_idle_timeout: float = Field(1200.0, ge=0, le=7 * 86400)
+    """Seconds a self-started daemon waits without an event before it stops (0: never). Read when an
+    event starts the daemon (:mod:`executor.service.autostart`): a change applies to the next one."""
+
     # Gates.
     allowlist: AllowlistSettings = Field(default_factory=AllowlistSettings)
     """Commands hooks may run (user and managed config.toml only; they add up)."""

@@ -32,11 +32,14 @@ How the local path works:
    that can change a verdict (:func:`forwarded_env`), the hookcage home the
    caller would use and its working directory in one JSON body.
 3. :func:`forward` connects (0.2 s), sends ``POST /dispatch``, waits for the
-   answer (``$HOOKCAGE_CLIENT_TIMEOUT``, default 600 s) and returns
-   it, or ``None`` whenever the caller must answer in-process instead: no
-   socket, nobody listening, a socket owned by someone else, a refusal (409:
-   the daemon cannot promise the in-process answer, e.g. another version or
-   an agent it does not know), an answer that does not name the agent's
+   answer (``$HOOKCAGE_CLIENT_TIMEOUT``, default 600 s) and returns it. With no
+   daemon on the socket (no file, nobody listening) or one that answers
+   *retire* (410: another version or code, leaving), it starts one
+   (:mod:`executor.service.autostart`; not with ``HOOKCAGE_DAEMON=off``) and
+   asks again. It returns ``None`` whenever the caller must answer in-process
+   instead: no daemon after all, a socket owned by someone else, a refusal (409:
+   the daemon cannot promise the in-process answer, e.g. another Docker
+   engine or an agent it does not know), an answer that does not name the agent's
    dialect it was written in (a daemon that predates dialects), a closed
    connection, or anything unexpected.
 
@@ -197,6 +200,7 @@ def encode_request(
     """The JSON body of ``POST /dispatch``."""
     body = {
         "version": __version__,
+        "code": code_stamp(),
         "event": event,
         "agent": agent,
         "payload_b64": binascii.b2a_base64(raw, newline=False).decode("ascii"),
@@ -350,15 +354,6 @@ def _answer_left(sock: Any, deadline: float) -> tuple[int, bytes] | None:
     return None
 
 
-def _owned_socket(path: str) -> bool:
-    """True when ``path`` is a socket of this user (never talk to someone else's)."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return False
-    return stat.S_ISSOCK(info.st_mode) and info.st_uid == os.geteuid()
-
-
 def _timeout(environ: Mapping[str, str]) -> float:
     try:
         value = float(environ.get("HOOKCAGE_CLIENT_TIMEOUT") or DEFAULT_TIMEOUT)
@@ -367,8 +362,74 @@ def _timeout(environ: Mapping[str, str]) -> float:
     return value if 0 < value <= 7 * 86400 else DEFAULT_TIMEOUT
 
 
+def code_stamp() -> str:
+    """This hookcage's code, as the daemon must match it: ``PACKAGE_DIR:INODE:SIZE:MTIME_NS`` of
+    ``executor/__init__.py`` (one ``stat`` per event; the daemon watches its other files itself)."""
+    import executor
+
+    init = os.path.abspath(executor.__file__ or "")
+    try:
+        info = os.stat(init)
+    except OSError:
+        return f"{os.path.dirname(init)}:?"
+    return f"{os.path.dirname(init)}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}"
+
+
+ANSWERED, ABSENT, RETIRED, IN_PROCESS = "answered", "absent", "retired", "in-process"
+"""What asking the daemon came to (:func:`ask_daemon`)."""
+RETIRE_STATUS = 410
+"""The daemon's answer to a caller of another version or code: it has let go of its socket and is
+leaving; nothing has run. The caller starts the daemon of its own code (:mod:`executor.service.autostart`)."""
+
+
+def ask_daemon(
+    path: str, event: str | None, raw: bytes, environ: Mapping[str, str], agent: str | None
+) -> tuple[str, Answer | None]:
+    """One ``POST /dispatch`` on the socket at ``path``: what it came to, and the answer when there is one.
+
+    :data:`ABSENT`: no socket file, or nobody accepts connections on it (a killed
+    daemon's); :data:`RETIRED`: the daemon there is of other code and is leaving;
+    :data:`IN_PROCESS`: anything else that is not a verdict (a refusal, a socket of
+    someone else, a connection closed mid-answer, no answer in time).
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return ABSENT, None
+    except OSError:
+        return IN_PROCESS, None
+    if not (stat.S_ISSOCK(info.st_mode) and info.st_uid == os.geteuid()):
+        return IN_PROCESS, None  # never talk to someone else's socket, nor replace a file that is not one
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:
+        cwd = None
+    try:
+        body = encode_request(event, raw, environ, cwd, agent)
+    except ValueError:  # a lone surrogate in the environment (not UTF-8 encodable)
+        return IN_PROCESS, None
+    try:
+        status, answer = exchange(path, "POST", "/dispatch", body,
+                                  connect_timeout=CONNECT_TIMEOUT, timeout=_timeout(environ))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return ABSENT, None  # nothing has been sent: nobody there
+    except (OSError, ClientError):
+        return IN_PROCESS, None
+    if status == RETIRE_STATUS:
+        return RETIRED, None
+    try:
+        return ANSWERED, decode_answer(status, answer, agent)
+    except ClientError:
+        return IN_PROCESS, None
+
+
 def forward(event: str | None, raw: bytes, environ: Mapping[str, str], *, agent: str | None = None) -> Answer | None:
-    """Answer one event through the daemon; None when the caller must answer in-process.
+    """Answer one event through the daemon, starting it when none runs; None when the caller must
+    answer in-process.
+
+    With no daemon on the socket (or one that retired), the daemon is started
+    (:func:`executor.service.autostart.ensure`, unless ``HOOKCAGE_DAEMON=off``) and
+    asked once more.
 
     Args:
         event: the EVENT argument of ``hookcage dispatch`` (None when left out).
@@ -379,20 +440,15 @@ def forward(event: str | None, raw: bytes, environ: Mapping[str, str], *, agent:
     if not hasattr(_socket, "AF_UNIX") or environ.get("HOOKCAGE_NO_DAEMON") or environ.get("HOOKCAGE_DEBUG"):
         return None
     path = socket_path(environ)
-    if path is None or not _owned_socket(path):
+    if path is None:
         return None
-    try:
-        cwd: str | None = os.getcwd()
-    except OSError:
-        cwd = None
-    try:
-        body = encode_request(event, raw, environ, cwd, agent)
-        status, answer = exchange(path, "POST", "/dispatch", body,
-                                  connect_timeout=CONNECT_TIMEOUT, timeout=_timeout(environ))
-        return decode_answer(status, answer, agent)
-    except (OSError, ClientError, ValueError):
-        # ValueError: a lone surrogate in the environment (not UTF-8 encodable).
-        return None
+    outcome, answer = ask_daemon(path, event, raw, environ, agent)
+    if outcome in (ABSENT, RETIRED):
+        from executor.service import autostart
+
+        if autostart.enabled(environ) and autostart.ensure(environ, path):
+            outcome, answer = ask_daemon(path, event, raw, environ, agent)
+    return answer if outcome == ANSWERED else None
 
 
 def health(path: str, *, timeout: float = 1.0) -> dict[str, object] | None:

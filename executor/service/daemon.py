@@ -48,7 +48,16 @@ How this works:
    more is refused at once (:class:`Busy`: 409 and the caller answers
    in-process; 503 on TCP), and a request that finds no worker thread within
    :data:`START_WAIT` seconds is refused too, never left waiting.
-8. With ``--listen HOST:PORT`` (:mod:`executor.service.remote`) a second
+8. Its life (:mod:`executor.service.lifetime`): with ``--idle-timeout`` it
+   stops once nothing has been in flight that long (the self-started daemon,
+   :mod:`executor.service.autostart`). A caller of another version or code
+   (``code``: :func:`executor.service.client.code_stamp`) is answered 410
+   *retire*, nothing run; so is every caller once the package's files changed
+   on disk: the daemon lets go of its socket and its lock at once (a new daemon
+   may start on it), finishes what is in flight, removes its pool and exits 0.
+   ``POST /stop`` (``hookcage serve --stop``) does the same. A daemon with
+   ``--listen`` is never retired by a caller; it logs that its code changed.
+9. With ``--listen HOST:PORT`` (:mod:`executor.service.remote`) a second
    uvicorn server in the same loop answers on TCP, behind a bearer token, in
    *remote mode* (:meth:`Daemon.answer_remote`): the service's own settings
    and environment, the caller's project only. The socket's app and answers
@@ -111,6 +120,7 @@ from executor.service.keepout import (
     make_fence,
     well_formed,
 )
+from executor.service.lifetime import Lifetime
 from executor.service.metrics import ServiceMetrics, dispatch_outcome
 from executor.settings import (
     DEFAULT_MANAGED_DIR,
@@ -169,6 +179,11 @@ class DaemonError(HookcageError):
 
 class Refusal(Exception):
     """This call must be answered in the caller's process (HTTP 409); the message says why."""
+
+
+class Retire(Refusal):
+    """The caller runs other code than this daemon (or this daemon's files changed): HTTP 410. The
+    daemon has let go of its socket and is leaving; the caller starts the daemon of its own code."""
 
 
 class Busy(Refusal):
@@ -414,6 +429,7 @@ class DispatchRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     version: str
+    code: str | None = None
     event: str | None = None
     agent: str | None = None
     payload_b64: str
@@ -525,6 +541,9 @@ async def answer_watching(answer: Callable[[Watch], tuple[AgentAnswer, str]], ht
             return JSONResponse({"detail": "cancelled: the caller hung up"}, status_code=499)
     try:
         answer_, agent = work.result()
+    except Retire as exc:
+        logger.info("retired: %s", exc)
+        return JSONResponse({"detail": str(exc), "retire": True}, status_code=client.RETIRE_STATUS)
     except Busy as exc:
         logger.info("left to the caller (in-process): %s" if local else "refused (503), nothing run: %s", exc)
         return _busy(str(exc), local)
@@ -577,6 +596,11 @@ class Daemon:
         self._projects: dict[str, int] = {}  # dispatches in flight per project root (fairness)
         self._projects_lock = threading.Lock()
         self._local_in_flight = 0  # on the socket; counted on the event loop
+        self._servers: list[uvicorn.Server] = []
+        self._retiring: str | None = None
+        self._ready_fd: int | None = None
+        self.log_file: Path | None = None
+        self.lifetime = Lifetime(self.retire)
         self.metrics = ServiceMetrics(pools=self._pool_stats, alive=self._containers_alive)
         self.app = self._build_app()
 
@@ -595,8 +619,7 @@ class Daemon:
             raise
 
     def _answer_local(self, request: DispatchRequest, watch: Watch | None) -> tuple[AgentAnswer, str]:
-        if request.version != __version__:
-            raise Refusal(f"the caller is hookcage {request.version}, this daemon {__version__}")
+        self._check_code(request)
         if request.agent is not None and request.agent not in DIALECTS:
             raise Refusal(f"unknown agent {request.agent!r}: the caller's command line reports it")
         env = request.env
@@ -612,6 +635,56 @@ class Daemon:
                                      environ=environ, base_env=host_base_env(env), fail_closed=fail_closed_env(env),
                                      watch=watch, listener="local",
                                      event_label=_event_label(agent, request.event, payload))
+
+    def _check_code(self, request: DispatchRequest) -> None:
+        """Refuse a caller of other code than this daemon's; retire for it when this daemon may be replaced.
+
+        Raises:
+            Retire: another version or code stamp, or this daemon's own files changed (it is leaving).
+            Refusal: the same, for a daemon that is not replaced by its callers (``--listen``).
+        """
+        why = None
+        if request.version != __version__:
+            why = f"the caller is hookcage {request.version}, this daemon {__version__}"
+        elif request.code is not None and request.code != self.lifetime.code:
+            why = f"the caller runs hookcage from {request.code.split(':')[0]}, this daemon other code"
+        elif self.lifetime.code_changed:
+            why = "hookcage's files changed on disk since this daemon started"
+        if why is None:
+            return
+        if not self.lifetime.replaceable:
+            raise Refusal(why)
+        self.retire(why)
+        raise Retire(why)
+
+    def retire(self, reason: str) -> None:
+        """Leave: let go of the socket and its lock now (a new daemon may start on them), finish what
+        is in flight, close the sandboxes (the pool's containers go) and exit 0. Idempotent."""
+        with self._lock:
+            if self._retiring is not None:
+                return
+            self._retiring = reason
+            inode, self._socket_inode = self._socket_inode, None
+            lock_fd, self._lock_fd = self._lock_fd, None
+            servers = list(self._servers)
+        logger.info("stopping: %s", reason)
+        if inode is not None:
+            with contextlib.suppress(FileNotFoundError):
+                if os.lstat(self.socket_path).st_ino == inode:
+                    self.socket_path.unlink()
+        if lock_fd is not None:
+            os.close(lock_fd)
+        for server in servers:
+            server.should_exit = True
+
+    def _serving(self, *servers: uvicorn.Server) -> None:
+        """The uvicorn servers to stop when the daemon retires (one asked to retire before is stopped at once)."""
+        with self._lock:
+            self._servers = list(servers)
+            retiring = self._retiring is not None
+        if retiring:
+            for server in servers:
+                server.should_exit = True
 
     def answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None = None, *,
                       roots: Sequence[Path] = (), transcript_roots: Sequence[Path] = (),
@@ -751,8 +824,9 @@ class Daemon:
         in_flight = self.metrics.in_flight.labels(listener)
         in_flight.inc()
         try:
-            answer, executor = dispatch_bytes(event, raw, agent=agent, settings=settings,
-                                              make_executor=make_executor, environ=environ)
+            with self.lifetime.activity():
+                answer, executor = dispatch_bytes(event, raw, agent=agent, settings=settings,
+                                                  make_executor=make_executor, environ=environ)
         except Exception as exc:
             # What `hookcage dispatch` prints for a bug (main()); the traceback goes to our log.
             logger.exception("internal error while dispatching")
@@ -765,20 +839,27 @@ class Daemon:
         if executor is not None:
             # Its staged files are removed (and async hooks run) on another thread: the answer
             # does not wait for the disk.
-            try:
-                (self._async if executor.deferred else self._closer).submit(self._run_deferred, executor)
-            except RuntimeError:  # stopping: do it here rather than drop it
-                self._run_deferred(executor)
+            if executor.deferred:
+                self.lifetime.begin()  # its async hooks keep the daemon awake
+                try:
+                    self._async.submit(self._run_deferred, executor)
+                except RuntimeError:  # stopping: run them here rather than drop them
+                    self._run_deferred(executor)
+            else:
+                try:
+                    self._closer.submit(executor.close)
+                except RuntimeError:  # stopping: do it here rather than drop it
+                    executor.close()
         return answer, answered_as
 
-    @staticmethod
-    def _run_deferred(executor: HookExecutor) -> None:
+    def _run_deferred(self, executor: HookExecutor) -> None:
         try:
             executor.run_deferred()
         except Exception:
             logger.exception("async hooks failed")
         finally:
             executor.close()
+            self.lifetime.end()
 
     def _factory_for(self, base_env: Mapping[str, str]) -> SandboxFactory:
         def factory(backend: str, settings: Settings) -> Sandbox:
@@ -856,8 +937,12 @@ class Daemon:
 
     def health(self) -> dict[str, Any]:
         """``GET /health`` on the socket (and, with the token, on TCP)."""
-        return {"version": __version__, "pid": os.getpid(), "home": str(self.home),
-                "socket": str(self.socket_path), "sandboxes": self.sandboxes()}
+        life = self.lifetime
+        return {"version": __version__, "code": life.code, "pid": os.getpid(), "home": str(self.home),
+                "socket": str(self.socket_path), "sandboxes": self.sandboxes(),
+                "started": life.started, "uptime": round(life.uptime(), 3), "idle_timeout": life.idle_timeout,
+                "idle": round(life.idle_for(), 3), "requests": life.requests,
+                "log_file": str(self.log_file) if self.log_file else None, "retiring": self._retiring}
 
     def warm(self) -> None:
         """Build the default backend's sandbox (docker) for the daemon's own settings now (engine connection, reap),
@@ -896,6 +981,12 @@ class Daemon:
         @app.get("/health")
         def health() -> dict[str, Any]:
             return self.health()
+
+        @app.post("/stop")
+        def stop() -> dict[str, Any]:
+            # The socket is the user's own (0600): whoever may dispatch may stop (`hookcage serve --stop`).
+            self.retire("asked to stop (hookcage serve --stop)")
+            return {"pid": os.getpid(), "stopping": True}
 
         @app.post("/dispatch")
         async def dispatch(request: DispatchRequest, http: Request) -> JSONResponse:
@@ -949,22 +1040,61 @@ class Daemon:
             raise DaemonError(f"cannot listen on {path}: {exc.strerror or exc}") from exc
         return sock
 
-    def serve(self, *, log_level: str = "info", warm: bool = True, remote: RemoteOptions | None = None) -> None:
-        """Listen and answer until SIGTERM or SIGINT; then wait for requests in flight and close.
+    def serve(self, *, log_level: str = "info", warm: bool = True, remote: RemoteOptions | None = None,
+              idle_timeout: float = 0.0, log_file: Path | None = None, ready_fd: int | None = None) -> None:
+        """Listen and answer until SIGTERM or SIGINT (or idle, retired, ``/stop``); then wait for
+        requests in flight and close.
 
         Args:
             log_level: what goes to stderr.
             warm: prepare the docker sandbox and reap what killed processes left, first.
             remote: also answer on TCP, in remote mode (:mod:`executor.service.remote`).
+            idle_timeout: stop after this many seconds with nothing in flight (0: never).
+            log_file: append the log (and stdout, stderr) to this file instead of stderr.
+            ready_fd: a descriptor closed once the daemon answers, or when it fails to start (the
+                self-start's lock: :mod:`executor.service.autostart`); no hook inherits it.
 
         Raises:
             DaemonError: another daemon serves the socket, or the path is unusable.
             ServiceConfigError: the TCP options are unusable or the address cannot be bound
                 (nothing listens then).
         """
+        self._ready_fd = ready_fd
+        if ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.set_inheritable(ready_fd, False)
+        try:
+            self._serve(log_level, warm, remote, idle_timeout, log_file)
+        finally:
+            self._ready()
+
+    def _ready(self) -> None:
+        """Close the ``ready_fd`` of :meth:`serve` (once: its number may be reused afterwards)."""
+        fd, self._ready_fd = self._ready_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _serve(self, log_level: str, warm: bool, remote: RemoteOptions | None, idle_timeout: float,
+               log_file: Path | None) -> None:
         import uvicorn
 
-        logging.basicConfig(level=log_level.upper(), format="hookcage serve: %(levelname)s: %(message)s")
+        log_format = "hookcage serve: %(levelname)s: %(message)s"
+        if log_file is not None:
+            from executor.service.autostart import open_log
+
+            self.log_file = log_file
+            try:
+                fd = open_log(str(log_file))
+            except OSError as exc:
+                raise DaemonError(f"cannot open the log {log_file}: {exc.strerror or exc}") from exc
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+            log_format = "%(asctime)s " + log_format
+        logging.basicConfig(level=log_level.upper(), format=log_format)
+        self.lifetime.idle_timeout = idle_timeout
+        self.lifetime.replaceable = remote is None
         if remote is not None:
             remote.check()
         from executor.sandbox.pathcheck import refuse_wrong_home_mapping
@@ -979,9 +1109,14 @@ class Daemon:
                 self.warm()
             config = uvicorn.Config(self.app, log_level=log_level, access_log=False, lifespan="on",
                                     http="h11", loop="asyncio", ws="none")
-            logger.info("hookcage %s answering on %s (pid %d)", __version__, self.socket_path, os.getpid())
+            logger.info("hookcage %s answering on %s (pid %d%s)", __version__, self.socket_path, os.getpid(),
+                        f", stops after {idle_timeout:g} s idle" if idle_timeout else "")
+            self.lifetime.start()
+            self._ready()  # listening already: a caller that connects now is answered once uvicorn runs
             if remote is None or tcp is None:
-                uvicorn.Server(config).run(sockets=[sock])
+                server = uvicorn.Server(config)
+                self._serving(server)
+                server.run(sockets=[sock])
             else:
                 asyncio.run(self._serve_both(config, sock, remote, tcp, log_level))
         finally:
@@ -1011,6 +1146,7 @@ class Daemon:
         tcp_config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
                                     http="h11", loop="asyncio", ws="none", **remote.uvicorn_ssl())
         local, tcp_server = _linked_servers(config, tcp_config)
+        self._serving(local, tcp_server)
         self._remote_task = asyncio.ensure_future(tcp_server.serve(sockets=[tcp]))
 
         failed: list[str] = []
@@ -1042,8 +1178,19 @@ class Daemon:
             self._shared.clear()
             ids = list(self._ids.values())
             self._ids.clear()
+            inode, self._socket_inode = self._socket_inode, None
+            lock_fd, self._lock_fd = self._lock_fd, None
         for kept in ids:
             kept.close()
+        self.lifetime.close()
+        # Nothing is answered on the socket any more: let go of it first, so the next event starts
+        # a new daemon rather than wait for this one's pool to be removed.
+        if inode is not None:
+            with contextlib.suppress(FileNotFoundError):
+                if os.lstat(self.socket_path).st_ino == inode:
+                    self.socket_path.unlink()
+        if lock_fd is not None:
+            os.close(lock_fd)
         self._async.shutdown(wait=True)
         self._closer.shutdown(wait=True)
         self._trees.close()
@@ -1053,13 +1200,6 @@ class Daemon:
             except Exception:
                 logger.exception("closing a sandbox failed")
         staging.release()  # its owner lock file, once its runs' folders are gone
-        if self._socket_inode is not None:
-            with contextlib.suppress(FileNotFoundError):
-                if os.lstat(self.socket_path).st_ino == self._socket_inode:
-                    self.socket_path.unlink()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
 
 
 def _linked_servers(config: uvicorn.Config, tcp_config: uvicorn.Config) -> tuple[uvicorn.Server, uvicorn.Server]:

@@ -213,7 +213,7 @@ def test_only_plain_dispatch_calls_are_offered_to_the_daemon(
 
 
 def test_no_socket_means_none(tmp_path: Path) -> None:
-    env = {"HOOKCAGE_HOME": str(tmp_path)}
+    env = {"HOOKCAGE_HOME": str(tmp_path), "HOOKCAGE_DAEMON": "off"}  # with auto, one is started
     assert client.forward("Stop", b"{}", env) is None
     (tmp_path / "hookcage.sock").write_text("a regular file is nobody's daemon")
     assert client.forward("Stop", b"{}", env) is None
@@ -224,7 +224,7 @@ def test_a_socket_nobody_listens_on_means_none(tmp_path: Path) -> None:
     sock.bind(str(tmp_path / "hookcage.sock"))  # bound, never listening: connect is refused
     try:
         started = time.monotonic()
-        assert client.forward("Stop", b"{}", {"HOOKCAGE_HOME": str(tmp_path)}) is None
+        assert client.forward("Stop", b"{}", {"HOOKCAGE_HOME": str(tmp_path), "HOOKCAGE_DAEMON": "off"}) is None
         assert time.monotonic() - started < 1
     finally:
         sock.close()
