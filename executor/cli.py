@@ -1316,14 +1316,18 @@ def install(agent: str, mode: str, dry_run: bool, routes_only: bool) -> None:
     """
     from executor import installer
     from executor.core.install import NotInstallable
+    from executor.launcher import launcher_path
     from executor.settings import load_settings
 
     home = os.environ.get("HOME") or str(Path.home())
     settings = load_settings()
     environ = {**os.environ, "HOOKCAGE_HOME": str(settings.home)}
+    # --user routes run the launcher (docs/install.md#the-program-the-routes-run); a machine-wide
+    # policy cannot name a program in one user's home, so --managed keeps the console script.
+    program = launcher_path(settings.home) if mode == "user" else installer.hookcage_command()
     try:
         plan = installer.make_plan(agent, mode, home=home, environ=environ,  # type: ignore[arg-type]
-                                   hookcage=installer.hookcage_command())
+                                   hookcage=program)
     except NotInstallable as exc:
         if not (routes_only and exc.offer is not None):
             click.echo(f"hookcage: cannot take {agent} over ({mode}): {exc.explanation}", err=True)
@@ -1334,9 +1338,13 @@ def install(agent: str, mode: str, dry_run: bool, routes_only: bool) -> None:
         plan = exc.offer
     if dry_run:
         click.echo(installer.diff(plan), nl=False)
+        if mode == "user":
+            click.echo(f"# {program}: hookcage's launcher, (re)written for {sys.executable}")
         for note in plan.notes:
             click.echo(f"note: {note}")
         return
+    if mode == "user":
+        click.echo(installer.install_launcher(settings.home)[1])
     outcome = installer.apply(plan, home=settings.home)
     for line in outcome.lines:
         click.echo(line)
@@ -1364,9 +1372,12 @@ def uninstall(agent: str, mode: str) -> None:
 
     if agent not in DIALECTS:
         raise installer.InstallError(f"unknown agent {agent!r}; known agents: {agent_names()}")
-    outcome = installer.uninstall(agent, mode, home=load_settings().home)  # type: ignore[arg-type]
+    home = load_settings().home
+    outcome = installer.uninstall(agent, mode, home=home)  # type: ignore[arg-type]
     for line in outcome.lines:
         click.echo(line)
+    if not outcome.refused and (gone := installer.remove_unused_launcher(home)):
+        click.echo(gone)
     if outcome.refused:
         raise CliExit(1)
 

@@ -122,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             if answer is not None:
                 client.write_answer(answer)
                 sys.exit(answer.exit_code)
+    from executor.launcher import enable_site
+
+    enable_site()  # started by the launcher (python -IS): the in-process CLI needs site-packages
     try:
         from executor.cli import main as cli_main
     except ImportError as exc:
