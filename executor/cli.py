@@ -1322,8 +1322,8 @@ def install(agent: str, mode: str, dry_run: bool, routes_only: bool) -> None:
     home = os.environ.get("HOME") or str(Path.home())
     settings = load_settings()
     environ = {**os.environ, "HOOKCAGE_HOME": str(settings.home)}
-    # --user routes run the launcher (docs/install.md#the-program-the-routes-run); a machine-wide
-    # policy cannot name a program in one user's home, so --managed keeps the console script.
+    # --user routes run the launcher (docs/install.md, "The program the routes run"); a
+    # machine-wide policy cannot name a program in one user's home: --managed keeps the console script.
     program = launcher_path(settings.home) if mode == "user" else installer.hookcage_command()
     try:
         plan = installer.make_plan(agent, mode, home=home, environ=environ,  # type: ignore[arg-type]
