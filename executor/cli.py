@@ -1302,9 +1302,10 @@ def _mode_option(f: Any) -> Any:
 def install(agent: str, mode: str, dry_run: bool, routes_only: bool) -> None:
     """Take an agent over: it stops running repositories' hooks itself and routes every event here.
 
-    Writes the agent's routing to `hookcage dispatch --agent AGENT` and the
-    switch that keeps it from loading a repository's hooks (see
-    docs/install.md for what each agent gets). Every file it changes is
+    Writes the agent's routing to `hookcage dispatch --agent AGENT` (with
+    --user, run by the launcher $HOOKCAGE_HOME/bin/hookcage, which every
+    install rewrites) and the switch that keeps it from loading a
+    repository's hooks (see docs/install.md for what each agent gets). Every file it changes is
     backed up first; running it twice changes nothing; `hookcage uninstall
     AGENT` puts back what was there.
 
