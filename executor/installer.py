@@ -477,6 +477,21 @@ def _repo_files(dialect: Any, where: Any) -> list[str]:
     return found
 
 
+def _launcher_check(home: Path, agent: str) -> Check:
+    """Whether the launcher the ``--user`` routes run can start."""
+    from executor import launcher
+
+    path = launcher.launcher_path(home)
+    try:
+        why = launcher.broken(Path(path).read_bytes())
+    except OSError:
+        why = "it is missing"
+    if why is None:
+        return Check(True, f"the routes' program {path} can start")
+    return Check(False, f"the routes' program {path} cannot start: {why}; every event fails, and an agent "
+                 "lets a failed hook through", f"hookcage install {agent}")
+
+
 def agent_checks(*, home: Path, user_home: str, environ: Mapping[str, str], root: Path,
                  managed_root: str = "") -> list[Check]:
     """For each agent on PATH or configured in this repository: whether hookcage's routing is
@@ -487,6 +502,7 @@ def agent_checks(*, home: Path, user_home: str, environ: Mapping[str, str], root
     from executor.dialects.claude import MANAGED_DROP_IN, ClaudeDialect, is_wrapper
 
     out: list[Check] = []
+    launcher_checked = False
     where = Where(str(root), user_home, dict(environ))
     search = environ.get("PATH", "")
     for name, dialect in DIALECTS.items():
@@ -506,6 +522,9 @@ def agent_checks(*, home: Path, user_home: str, environ: Mapping[str, str], root
                              f"hookcage install {name}"))
             continue
         out.append(Check(True, f"{head}; hookcage's routing installed ({', '.join(installed)})"))
+        if "user" in installed and not launcher_checked:
+            launcher_checked = True
+            out.append(_launcher_check(home, name))
         if isinstance(dialect, ClaudeDialect) and installed == ["user"]:
             wrapper = read_current(on_path) if on_path else None
             if on_path and not is_wrapper(wrapper):

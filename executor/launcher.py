@@ -99,6 +99,33 @@ def is_launcher(content: bytes | None) -> bool:
     return content is not None and MARKER.encode() in content[:512]
 
 
+def broken(content: bytes) -> str | None:
+    """Why a launcher cannot run (its interpreter or its package is gone); None when it can.
+
+    A route to a launcher that cannot start fails every event, which an agent lets through
+    as a non-blocking error: ``hookcage doctor`` says so.
+    """
+    import ast
+
+    lines = content.decode("utf-8", "replace").splitlines()
+    if not is_launcher(content) or not lines:
+        return "it is not hookcage's launcher"
+    if lines[0].startswith("#!/bin/sh") and len(lines) > 1:
+        python = lines[1].split("'")[5] if lines[1].count("'") >= 6 else ""  # '''exec' 'PYTHON' -IS ...
+    else:
+        python = lines[0][2:].rsplit(" -IS", 1)[0]
+    insert = next((line for line in lines if line.startswith("sys.path.insert(0, ")), "")
+    try:
+        parent = ast.literal_eval(insert[len("sys.path.insert(0, "):-1])
+    except (ValueError, SyntaxError):
+        return "it names no package folder"
+    if not (python and os.access(python, os.X_OK)):
+        return f"its interpreter {python or '?'} is gone"
+    if not isinstance(parent, str) or not os.path.isfile(os.path.join(parent, "executor", "__init__.py")):
+        return f"hookcage's package is no longer in {parent}"
+    return None
+
+
 def enable_site() -> None:
     """Make hookcage's dependencies importable when the launcher started the interpreter without ``site``.
 

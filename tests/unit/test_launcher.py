@@ -320,3 +320,15 @@ def test_no_gating_event_is_ever_routed_through_http() -> None:
             if name == "claude":
                 routed_gating += len(gating & set(data["hooks"]))
     assert routed_gating == len(gating - {"WorktreeCreate"})  # WorktreeCreate is never routed at all
+
+
+def test_doctor_names_a_launcher_that_cannot_start(home: Path) -> None:
+    good = launcher.script(sys.executable, str(REPO), __version__)
+    assert launcher.broken(good) is None
+    assert launcher.broken(launcher.script("/gone/venv/bin/python", str(REPO), "1")) == \
+        "its interpreter /gone/venv/bin/python is gone"
+    assert launcher.broken(launcher.script(sys.executable, str(home), "1")) == \
+        f"hookcage's package is no longer in {home}"
+    spaced = launcher.script("/gone/py thon/python3", str(REPO), "1")
+    assert launcher.broken(spaced) == "its interpreter /gone/py thon/python3 is gone"
+    assert launcher.broken(b"#!/bin/sh\n") == "it is not hookcage's launcher"
