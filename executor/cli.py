@@ -1306,9 +1306,10 @@ def _mode_option(f: Any) -> Any:
 def install(agent: str, mode: str, dry_run: bool, routes_only: bool) -> None:
     """Take an agent over: it stops running repositories' hooks itself and routes every event here.
 
-    Writes the agent's routing to `hookcage dispatch --agent AGENT` and the
-    switch that keeps it from loading a repository's hooks (see
-    docs/install.md for what each agent gets). Every file it changes is
+    Writes the agent's routing to `hookcage dispatch --agent AGENT` (with
+    --user, run by the launcher $HOOKCAGE_HOME/bin/hookcage, which every
+    install rewrites) and the switch that keeps it from loading a
+    repository's hooks (see docs/install.md for what each agent gets). Every file it changes is
     backed up first; running it twice changes nothing; `hookcage uninstall
     AGENT` puts back what was there.
 
@@ -1320,14 +1321,18 @@ def install(agent: str, mode: str, dry_run: bool, routes_only: bool) -> None:
     """
     from executor import installer
     from executor.core.install import NotInstallable
+    from executor.launcher import launcher_path
     from executor.settings import load_settings
 
     home = os.environ.get("HOME") or str(Path.home())
     settings = load_settings()
     environ = {**os.environ, "HOOKCAGE_HOME": str(settings.home)}
+    # --user routes run the launcher (docs/install.md, "The program the routes run"); a
+    # machine-wide policy cannot name a program in one user's home: --managed keeps the console script.
+    program = launcher_path(settings.home) if mode == "user" else installer.hookcage_command()
     try:
         plan = installer.make_plan(agent, mode, home=home, environ=environ,  # type: ignore[arg-type]
-                                   hookcage=installer.hookcage_command())
+                                   hookcage=program)
     except NotInstallable as exc:
         if not (routes_only and exc.offer is not None):
             click.echo(f"hookcage: cannot take {agent} over ({mode}): {exc.explanation}", err=True)
@@ -1338,9 +1343,13 @@ def install(agent: str, mode: str, dry_run: bool, routes_only: bool) -> None:
         plan = exc.offer
     if dry_run:
         click.echo(installer.diff(plan), nl=False)
+        if mode == "user":
+            click.echo(f"# {program}: hookcage's launcher, (re)written for {sys.executable}")
         for note in plan.notes:
             click.echo(f"note: {note}")
         return
+    if mode == "user":
+        click.echo(installer.install_launcher(settings.home)[1])
     outcome = installer.apply(plan, home=settings.home)
     for line in outcome.lines:
         click.echo(line)
@@ -1368,9 +1377,12 @@ def uninstall(agent: str, mode: str) -> None:
 
     if agent not in DIALECTS:
         raise installer.InstallError(f"unknown agent {agent!r}; known agents: {agent_names()}")
-    outcome = installer.uninstall(agent, mode, home=load_settings().home)  # type: ignore[arg-type]
+    home = load_settings().home
+    outcome = installer.uninstall(agent, mode, home=home)  # type: ignore[arg-type]
     for line in outcome.lines:
         click.echo(line)
+    if not outcome.refused and (gone := installer.remove_unused_launcher(home)):
+        click.echo(gone)
     if outcome.refused:
         raise CliExit(1)
 

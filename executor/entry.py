@@ -18,7 +18,6 @@ import itertools
 import os
 import sys
 
-from executor import in_hook
 from executor.core.envnames import IN_HOOK_VAR
 from executor.service import client
 
@@ -106,8 +105,11 @@ def remote_dispatch(args: Sequence[str]) -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["dispatch"] and in_hook.recursing(os.environ, IN_HOOK_VAR):
-        refuse_recursion()
+    if args[:1] == ["dispatch"] and os.environ.get(IN_HOOK_VAR):
+        from executor import in_hook  # only when set: one module less on every other event
+
+        if in_hook.recursing(os.environ, IN_HOOK_VAR):
+            refuse_recursion()
     if args[:1] == ["dispatch"] and os.environ.get(client.URL_VAR) and not wants_help(args):
         remote_dispatch(args)
     forward, event, agent = forwardable(args)
@@ -122,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             if answer is not None:
                 client.write_answer(answer)
                 sys.exit(answer.exit_code)
+    from executor.launcher import enable_site
+
+    enable_site()  # started by the launcher (python -IS): the in-process CLI needs site-packages
     try:
         from executor.cli import main as cli_main
     except ImportError as exc:

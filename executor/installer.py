@@ -71,6 +71,55 @@ def hookcage_command() -> str:
     return os.path.realpath(found) if found else "hookcage"
 
 
+def install_launcher(home: Path) -> tuple[str, str]:
+    """Write (or rewrite) ``$HOOKCAGE_HOME/bin/hookcage`` for this interpreter and package.
+
+    Returns:
+        The launcher's path and one line saying what was done.
+
+    Raises:
+        InstallError: no launcher can be written for this interpreter.
+    """
+    from executor import __version__, launcher
+
+    path = launcher.launcher_path(home)
+    try:
+        content = launcher.script(sys.executable, launcher.package_parent(), __version__)
+    except ValueError as exc:
+        raise InstallError(str(exc)) from None
+    try:
+        before = Path(path).read_bytes()
+    except OSError:
+        before = None
+    if before == content and os.access(path, os.X_OK):
+        return path, f"unchanged {path}"
+    if before is not None and not launcher.is_launcher(before):
+        raise InstallError(f"{path} exists and is not hookcage's launcher: move it away first")
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    write_atomic(path, content, 0o755)
+    return path, f"{'wrote' if before is None else 'rewrote'} {path}: the program the routes run " \
+                 f"({sys.executable} -IS, executor from {launcher.package_parent()})"
+
+
+def remove_unused_launcher(home: Path) -> str | None:
+    """Remove the launcher once no ``--user`` install of this home routes to it; the line saying so."""
+    from executor import launcher
+
+    if any(home.glob("installs/*-user/" + MANIFEST)):
+        return None
+    path = launcher.launcher_path(home)
+    try:
+        content = Path(path).read_bytes()
+    except OSError:
+        return None
+    if not launcher.is_launcher(content):
+        return None
+    _remove(path)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(path))
+    return f"removed {path} (no agent routes to it any more)"
+
+
 def on_disk(path: str, root: str = "") -> str:
     """Where the plan's ``path`` is on disk (under ``root`` when given)."""
     return root.rstrip("/") + path if root else path
@@ -428,6 +477,21 @@ def _repo_files(dialect: Any, where: Any) -> list[str]:
     return found
 
 
+def _launcher_check(home: Path, agent: str) -> Check:
+    """Whether the launcher the ``--user`` routes run can start."""
+    from executor import launcher
+
+    path = launcher.launcher_path(home)
+    try:
+        why = launcher.broken(Path(path).read_bytes())
+    except OSError:
+        why = "it is missing"
+    if why is None:
+        return Check(True, f"the routes' program {path} can start")
+    return Check(False, f"the routes' program {path} cannot start: {why}; every event fails, and an agent "
+                 "lets a failed hook through", f"hookcage install {agent}")
+
+
 def agent_checks(*, home: Path, user_home: str, environ: Mapping[str, str], root: Path,
                  managed_root: str = "") -> list[Check]:
     """For each agent on PATH or configured in this repository: whether hookcage's routing is
@@ -438,6 +502,7 @@ def agent_checks(*, home: Path, user_home: str, environ: Mapping[str, str], root
     from executor.dialects.claude import MANAGED_DROP_IN, ClaudeDialect, is_wrapper
 
     out: list[Check] = []
+    launcher_checked = False
     where = Where(str(root), user_home, dict(environ))
     search = environ.get("PATH", "")
     for name, dialect in DIALECTS.items():
@@ -457,6 +522,9 @@ def agent_checks(*, home: Path, user_home: str, environ: Mapping[str, str], root
                              f"hookcage install {name}"))
             continue
         out.append(Check(True, f"{head}; hookcage's routing installed ({', '.join(installed)})"))
+        if "user" in installed and not launcher_checked:
+            launcher_checked = True
+            out.append(_launcher_check(home, name))
         if isinstance(dialect, ClaudeDialect) and installed == ["user"]:
             wrapper = read_current(on_path) if on_path else None
             if on_path and not is_wrapper(wrapper):
@@ -498,9 +566,11 @@ __all__ = [
     "changes",
     "diff",
     "hookcage_command",
+    "install_launcher",
     "load_manifest",
     "make_plan",
     "read_current",
+    "remove_unused_launcher",
     "state_dir",
     "uninstall",
 ]

@@ -102,17 +102,51 @@ def _is_route(handler: Any, command: str) -> bool:
     return isinstance(handler, dict) and handler.get("command") == command
 
 
+def superseded(old: Any, new: str) -> bool:
+    """Whether ``old`` is hookcage's route written for another program than ``new`` (same arguments).
+
+    An install that routes to another ``hookcage`` (the launcher after the console script, an
+    interpreter that moved) replaces such routes instead of adding a second one: two routes
+    would answer every event twice.
+    """
+    import shlex
+
+    from executor.core.hooks import is_self_route
+
+    if not isinstance(old, str) or old == new or not (is_self_route(old) and is_self_route(new)):
+        return False
+    return shlex.split(old)[1:] == shlex.split(new)[1:]
+
+
+def _without_superseded(groups: list[Any], commands: Iterable[str], key: str = "command") -> list[Any]:
+    """Claude-Code-shaped ``groups`` without hookcage's routes that ``commands`` supersede."""
+    news = list(commands)
+    kept = []
+    for group in groups:
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+            handlers = [h for h in group["hooks"]
+                        if not (isinstance(h, dict) and any(superseded(h.get(key), c) for c in news))]
+            if not handlers and group["hooks"]:
+                continue
+            if len(handlers) != len(group["hooks"]):
+                group = {**group, "hooks": handlers}
+        kept.append(group)
+    return kept
+
+
 def merge_routes(existing: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """``existing`` settings with ``new``'s route groups added (idempotent).
 
     Every other key, event and hook of ``existing`` is kept as it is, in its
     order; a route already there (the same command on the event) is not added
-    twice.
+    twice, and one written for another ``hookcage`` program (:func:`superseded`)
+    is replaced.
     """
     merged = dict(existing)
     hooks = dict(merged.get("hooks") or {}) if isinstance(merged.get("hooks"), dict) else {}
     for event, groups in new.get("hooks", {}).items():
         current = list(hooks.get(event) or []) if isinstance(hooks.get(event), list) else []
+        current = _without_superseded(current, [h["command"] for g in groups for h in g["hooks"]])
         for group in groups:
             commands = [h["command"] for h in group["hooks"]]
             present = any(
@@ -188,13 +222,15 @@ def merge_flat(existing: Mapping[str, Any], entries: Mapping[str, Mapping[str, A
         existing: the agent's file, decoded.
         entries: event -> the entry to add there.
         command_key: the entry's key holding the command (``command``, Copilot's ``bash``): an
-            entry of the event with the same command is hookcage's route already.
+            entry of the event with the same command is hookcage's route already; one with a
+            :func:`superseded` command is replaced.
     """
     merged = dict(existing)
     hooks = dict(merged["hooks"]) if isinstance(merged.get("hooks"), dict) else {}
     for event, entry in entries.items():
         current = list(hooks[event]) if isinstance(hooks.get(event), list) else []
         command = entry[command_key]
+        current = [e for e in current if not (isinstance(e, dict) and superseded(e.get(command_key), command))]
         if not any(isinstance(e, dict) and e.get(command_key) == command for e in current):
             current.append(dict(entry))
         hooks[event] = current

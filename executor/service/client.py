@@ -10,8 +10,8 @@ Two ways to reach the service:
   (``HOOKCAGE_ON_ERROR=deny``, the default) or lets the event through
   (``allow``), saying so in one line on stderr.
 
-Standard library only, and only the cheap parts of it (``json``, ``os``,
-``_socket``, ``_thread``, ``sys``, ``binascii``; ``ssl`` for ``https://`` only):
+Standard library only, and only the cheap parts of it (``_json`` through
+:mod:`executor.service.wirejson`, ``os``, ``_socket``, ``_thread``, ``sys``, ``binascii``; ``ssl`` for ``https://`` only):
 this module is imported by every event an agent sends, so each import is
 paid on every tool call, and an agent's container may hold hookcage installed
 without its dependencies (``pip install --no-deps``). ``http.client`` alone
@@ -69,7 +69,6 @@ from __future__ import annotations
 import _socket
 import _thread
 import binascii
-import json
 import os
 import stat
 import sys
@@ -77,6 +76,7 @@ import time
 
 from executor import __version__
 from executor.core.envnames import AGENT_CONFIG_VARS, PROJECT_DIR_VARS
+from executor.service import wirejson as json  # json's own import costs ~7 ms (re, enum) per event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -177,6 +177,7 @@ def run_agent(args: list[str], env: dict[str, str], stdin: bytes = b'{"tool_name
 
 def not_stdlib(modules: list[str]) -> list[str]:
     ours = {"executor", "executor.core", "executor.core.envnames", "executor.service", "executor.service.client",
+            "executor.service.wirejson",
             "executor.entry", "executor.in_hook"}
     return [m for m in modules if m not in ours and m.split(".")[0] not in sys.stdlib_module_names]
 
