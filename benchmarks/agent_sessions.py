@@ -40,6 +40,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -236,10 +237,18 @@ class Row:
         self.seconds.append(seconds)
         return seconds
 
-    def route(self, event: str) -> dict[str, Any]:
-        """The handler ``hookcage install`` routes ``event`` to (from its settings file)."""
-        routes = json.loads((self.hookcage_home / "agents" / "claude-settings.json").read_text())
-        return dict(routes["hooks"][event][0]["hooks"][0])
+    def route(self, event: str, tool: str = "") -> dict[str, Any] | None:
+        """The handler ``hookcage install`` routes ``event`` (for ``tool``) to; None: not routed."""
+        try:
+            routes = json.loads((self.hookcage_home / "agents" / "claude-settings.json").read_text())
+            groups = routes["hooks"].get(event) or []
+        except (OSError, ValueError, KeyError, AttributeError):
+            return None
+        for group in groups:
+            matcher = group.get("matcher") or "*"
+            if matcher == "*" or re.fullmatch(matcher, tool):
+                return dict(group["hooks"][0])
+        return None
 
     def event_env(self, repo: Path) -> dict[str, str]:
         return {**self.agent.environment(), "CLAUDE_PROJECT_DIR": str(repo)}
@@ -276,9 +285,12 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-def spawn_event(row: Row, repo: Path, event: str, payload: dict[str, Any]) -> Callable[[], None]:
-    """The route of ``event``, run as Claude Code runs it (``sh -c`` for a command, POST for http)."""
-    handler = row.route(event)
+def spawn_event(row: Row, repo: Path, event: str, payload: dict[str, Any]) -> Callable[[], object] | None:
+    """The route of ``event``, run as Claude Code runs it (``sh -c`` for a command, POST for http);
+    None when hookcage routes no handler there (the agent spawns nothing)."""
+    handler = row.route(event, str(payload.get("tool_name", "")))
+    if handler is None:
+        return None
     data = json.dumps({"session_id": f"{RUN}-{uuid.uuid4().hex[:8]}", "cwd": str(repo),
                        "hook_event_name": event, "transcript_path": str(row.tmp / "transcript.jsonl"),
                        **payload}).encode()
@@ -314,24 +326,29 @@ def events(rows: dict[str, Row], runs: int) -> list[tuple[str, list[float], str]
     read = {"tool_name": "Read", "tool_input": {"file_path": "README.md"}, "tool_use_id": "toolu_bench"}
     post_bash = {**bash, "tool_response": {"stdout": "hi", "stderr": "", "interrupted": False}}
 
-    def on_host(repo: Path, row: Row, payload: dict[str, Any]) -> Callable[[], None]:
+    def on_host(repo: Path, row: Row, payload: dict[str, Any]) -> Callable[[], object]:
         data = json.dumps({"session_id": "bench", "cwd": str(repo), **payload}).encode()
         env = row.event_env(repo)
         return lambda: subprocess.run(["/bin/sh", "-c", HOOK], input=data, cwd=repo, env=env,
-                                      capture_output=True, timeout=60) and None
+                                      capture_output=True, timeout=60)
 
     floor = [sys.executable, "-I", "-S", "-c", "pass"]
-    paths: list[tuple[str, Callable[[], None]]] = [
-        ("`python -I -S -c pass` (the interpreter's floor)", lambda: subprocess.run(floor) and None),
-        ("no matching hook (PreToolUse Read), as installed", spawn_event(installed, installed.repo, "PreToolUse", read)),
+    floor_row, pre_host, post_host = ("`python -I -S -c pass` (the interpreter's floor)",
+                                  "PreToolUse guard, the CLI runs it on the host",
+                                  "PostToolUse hook, the CLI runs it on the host")
+    planned: list[tuple[str, Callable[[], object] | None]] = [
+        (floor_row, lambda: subprocess.run(floor)),
+        ("no matching hook (PreToolUse Read), as installed", spawn_event(installed, installed.repo, "PreToolUse",
+                                                                         read)),
         ("no matching hook (PreToolUse Read), daemon warm", spawn_event(warm, warm.repo, "PreToolUse", read)),
-        ("PreToolUse guard, the CLI runs it on the host", on_host(host.repo, host, bash)),
+        (pre_host, on_host(host.repo, host, bash)),
         ("PreToolUse guard through hookcage, as installed", spawn_event(installed, installed.repo, "PreToolUse",
                                                                          bash)),
         ("PreToolUse guard through hookcage, daemon warm", spawn_event(warm, warm.repo, "PreToolUse", bash)),
-        ("PostToolUse hook, the CLI runs it on the host", on_host(post, warm, post_bash)),
+        (post_host, on_host(post, warm, post_bash)),
         ("PostToolUse hook through hookcage, daemon warm", spawn_event(warm, post, "PostToolUse", post_bash)),
     ]
+    paths = [(name, fn) for name, fn in planned if fn is not None]
     samples: dict[str, list[float]] = {name: [] for name, _ in paths}
     for _name, fn in paths:  # one untimed run each: files cached, pool filled
         fn()
@@ -341,16 +358,30 @@ def events(rows: dict[str, Row], runs: int) -> list[tuple[str, list[float], str]
             start = time.perf_counter()
             fn()
             samples[name].append((time.perf_counter() - start) * 1000)
-    floor_p50 = pct(samples[paths[0][0]], 0.5)
-    host_p50 = {"Pre": pct(samples[paths[3][0]], 0.5), "Post": pct(samples[paths[6][0]], 0.5)}
-    out = []
-    for name, _ in paths:
+    floor_p50 = pct(samples[floor_row], 0.5)
+    out: list[tuple[str, list[float], str]] = []
+    for name, spawned in planned:
+        if spawned is None:
+            out.append((name, [], "no route: the agent spawns nothing"))
+            continue
         p50 = pct(samples[name], 0.5)
-        note = f"+{p50 - floor_p50:.1f} ms over the floor"
+        note = "" if name == floor_row else f"+{p50 - floor_p50:.1f} ms over the floor"
         if "through hookcage" in name:
-            note += f"; {p50 / host_p50['Pre' if name.startswith('Pre') else 'Post']:.1f}x the host"
-        out.append((name, samples[name], "" if name == paths[0][0] else note))
+            note += f"; {p50 / pct(samples[pre_host if name.startswith('Pre') else post_host], 0.5):.1f}x the host"
+        out.append((name, samples[name], note))
     return out
+
+
+def processes_of(base: Path) -> list[int]:
+    """Processes whose environment names a folder under ``base`` (this run's homes): what it caused."""
+    needle = ("=" + str(base) + "/").encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if needle in (proc / "environ").read_bytes():
+                    found.append(int(proc.name))
+    return found
 
 
 def leftovers(sessions: list[str], pools: set[str]) -> list[str]:
@@ -435,8 +466,10 @@ def main() -> int:
             assert warm.daemon is not None
             pools.add(str(warm.daemon.pid))
             bash = {"tool_name": "Bash", "tool_input": {"command": "echo warm-up"}}
+            warm_up = spawn_event(warm, warm.repo, "PreToolUse", bash)
             for _ in range(2):  # the pool is filled, the files are read once
-                spawn_event(warm, warm.repo, "PreToolUse", bash)()
+                if warm_up is not None:
+                    warm_up()
             for n in range(args.sessions):
                 for row in rows:
                     seconds = row.session(args.calls)
@@ -449,6 +482,11 @@ def main() -> int:
             for row in rows:
                 pools |= {str(pid) for pid in socket_owners(row.socket)} if row.hookcage else set()
                 problems += [f"{row.title}: left {what}" for what in row.stop()]
+            for pid in processes_of(base):
+                with contextlib.suppress(OSError):
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                    problems.append(f"process left (ended now): {pid} {b' '.join(argv).decode()[:120]}")
+                end(pid)
             left = leftovers([s for row in rows for s in row.agent.sessions], pools)
             problems += [f"container left behind (removed now): {name}" for name in left]
 
@@ -462,7 +500,8 @@ def main() -> int:
         print(f"\nSingle events, spawned as Claude Code spawns them ({args.events} runs each, ms):\n")
         print("| event | p50 | p90 | |\n|---|---|---|---|")
         for name, samples, note in event_rows:
-            print(f"| {name} | {pct(samples, 0.5):.1f} | {pct(samples, 0.9):.1f} | {note} |")
+            figures = f"{pct(samples, 0.5):.1f} | {pct(samples, 0.9):.1f}" if samples else "0 | 0"
+            print(f"| {name} | {figures} | {note} |")
     for row in rows:
         problems += [f"{row.title}: {failure}" for failure in row.failures]
     print(f"\n- problems: {len(problems)}")

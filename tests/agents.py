@@ -254,7 +254,7 @@ class ModelStandIn:
         """The tool call to ask for after ``answered`` tool results in a row (None: answer in text)."""
         return self.tool_call if answered < self.calls else None
 
-    def _wanted_tool(self, tools: list[str], answered: int) -> ToolCall | None:
+    def _wanted_tool(self, tools: list[Any], answered: int) -> ToolCall | None:
         call = self.next_tool(answered)
         return call if call is not None and call.name in tools else None
 
