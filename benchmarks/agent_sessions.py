@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -134,6 +135,24 @@ def socket_owners(sock: Path) -> set[int]:
                         owners.add(int(proc.name))
                         break
     return owners
+
+
+def lock_holder(lock: Path) -> int | None:
+    """The pid written in a daemon's socket lock while it holds it (starting, serving or hung)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            text = os.read(fd, 32).decode("ascii", "replace").strip()
+            return int(text) if text.isdigit() else None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def end(pid: int, grace: float = 20.0) -> None:
@@ -266,13 +285,11 @@ class Row:
             hookcage(self.env, self.tmp, "serve", "--stop")
         for pid in socket_owners(self.socket):
             end(pid)
-        pidfile = self.hookcage_home / "daemon.pid"
-        if pidfile.exists():
-            with contextlib.suppress(ValueError, OSError):
-                pid = int(pidfile.read_text().split()[0])
-                if b"executor" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    end(pid)
-        left = [f"daemon pid {pid}" for pid in socket_owners(self.socket)]
+        holder = lock_holder(Path(f"{self.socket}.lock"))
+        if holder:
+            end(holder)
+        left = [f"daemon pid {pid}" for pid in {*socket_owners(self.socket), lock_holder(Path(f"{self.socket}.lock"))}
+                if pid]
         return left + ([f"socket {self.socket}"] if self.socket.exists() else [])
 
 
