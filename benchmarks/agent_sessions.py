@@ -15,8 +15,9 @@ once, so load from elsewhere lands on all of them alike), medians of
 1. no hooks at all;
 2. the CLI runs the guard itself, on the host;
 3. ``hookcage install claude`` + ``hookcage trust --all --yes`` + ``hookcage
-   allow`` of the guard's command, nothing else, as a user has it (whatever daemon hookcage starts by itself, from the first
-   session on; this script starts none for this row);
+   allow`` of the guard's command, nothing else, as a user has it (whatever
+   daemon hookcage starts by itself, from the first session on; this script
+   starts none for this row);
 4. the same with ``hookcage serve`` started by hand and warm before the first session.
 
 Then single events, spawned as the agent spawns them (``sh -c`` the route
@@ -463,6 +464,11 @@ def main() -> int:
     if args.check:
         args.calls, args.sessions, args.events = 1, 1, 3
     args.calls = max(1, args.calls)
+    try:
+        claude_cli()  # fetched from PyPI and cached the first time
+    except BaseException as exc:  # tests/agents.py says why with pytest's skip/fail
+        print(f"cannot get the Claude Code CLI ({type(exc).__name__}): {exc}", file=sys.stderr)
+        return 2
     problems: list[str] = []
     with workspace(args.keep) as base:
         rows = [Row("none", "no hooks at all", base, hooks=False),
