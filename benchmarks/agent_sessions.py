@@ -457,12 +457,13 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=10, help="Bash tool calls per session (default 10)")
     parser.add_argument("--sessions", type=int, default=3, help="sessions per row; medians (default 3)")
     parser.add_argument("--events", type=int, default=15, help="timed runs of each single event (default 15)")
-    parser.add_argument("--check", action="store_true", help="one call, one session, 3 events: does it work?")
+    parser.add_argument("--check", action="store_true",
+                        help="one call, one session, one run of each event: does it work?")
     parser.add_argument("--bench", action="store_true", help="then run benchmarks/bench.py (the other rows)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its logs)")
     args = parser.parse_args()
     if args.check:
-        args.calls, args.sessions, args.events = 1, 1, 3
+        args.calls, args.sessions, args.events = 1, 1, 1
     args.calls = max(1, args.calls)
     try:
         claude_cli()  # fetched from PyPI and cached the first time

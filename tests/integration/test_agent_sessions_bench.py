@@ -4,12 +4,17 @@ one session per row, and its tables are printed (issue 23).
 No timing is asserted (the figures of a shared machine say nothing). The script itself
 checks what would make its figures meaningless, and exits 1 on any of it: a session
 that did not end with the model's answer, a guard that did not deny ``rm -rf`` where it
-should, and anything left behind (daemons, containers of its sessions, processes). About
-a minute on a 2-core machine.
+should, and anything left behind (daemons, containers of its sessions, processes).
+
+It took 102 s on this project's 2-core machine under load (other agents' test runs),
+over the 90 s a default run may spend on it: it runs only when asked
+(``HOOKCAGE_AGENT_BENCH=1``); otherwise ``python benchmarks/agent_sessions.py --check``
+is the smoke.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,7 +24,12 @@ from typing import Any
 import pytest
 from agents import claude_cli
 
-pytestmark = pytest.mark.docker
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.skipif(os.environ.get("HOOKCAGE_AGENT_BENCH") != "1",
+                       reason="about 100 s (the real CLI, four rows): set HOOKCAGE_AGENT_BENCH=1, or run "
+                              "`python benchmarks/agent_sessions.py --check`"),
+]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "agent_sessions.py"
 
