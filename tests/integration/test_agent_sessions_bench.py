@@ -6,7 +6,7 @@ checks what would make its figures meaningless, and exits 1 on any of it: a sess
 that did not end with the model's answer, a guard that did not deny ``rm -rf`` where it
 should, and anything left behind (daemons, containers of its sessions, processes).
 
-It took 102 s on this project's 2-core machine under load (other agents' test runs),
+It took 70-102 s on this project's 2-core machine under load (other agents' test runs),
 over the 90 s a default run may spend on it: it runs only when asked
 (``HOOKCAGE_AGENT_BENCH=1``); otherwise ``python benchmarks/agent_sessions.py --check``
 is the smoke.
@@ -27,7 +27,7 @@ from agents import claude_cli
 pytestmark = [
     pytest.mark.docker,
     pytest.mark.skipif(os.environ.get("HOOKCAGE_AGENT_BENCH") != "1",
-                       reason="about 100 s (the real CLI, four rows): set HOOKCAGE_AGENT_BENCH=1, or run "
+                       reason="70-100 s (the real CLI, four rows): set HOOKCAGE_AGENT_BENCH=1, or run "
                               "`python benchmarks/agent_sessions.py --check`"),
 ]
 
