@@ -36,8 +36,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 # --------------------------------------------------------------------------
 # The CLIs, from their wheels
 # --------------------------------------------------------------------------
@@ -76,6 +74,7 @@ def agent_binary(wheel: Wheel, cache: Path = CACHE) -> Path:
     target = folder / Path(wheel.member).name
     if target.is_file() and os.access(target, os.X_OK):
         return target
+    import pytest  # here, so that benchmarks/agent_sessions.py can import this module without pytest
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -152,8 +151,10 @@ class ModelStandIn:
     Completions (``POST .../chat/completions``), streamed or not.
 
     A conversation turn that does not answer a tool result gets ``tool_call``
-    (when set and the request offers that tool), every other turn gets
-    ``reply`` as text and ``end_turn``. ``count_tokens`` and anything else the
+    (when set and the request offers that tool); so does a turn that answers
+    fewer than ``calls`` tool results in a row (:meth:`next_tool` says which
+    call, a subclass may vary it); every other turn gets ``reply`` as text and
+    ``end_turn``. ``count_tokens`` and anything else the
     CLIs ask at start get a harmless answer. Every request is kept in
     ``requests``.
     """
@@ -161,6 +162,8 @@ class ModelStandIn:
     tool_call: ToolCall | None = None
     reply: str = "stand-in model: done"
     requests: list[Request] = field(default_factory=list)
+    calls: int = 1
+    """How many tool calls in a row before the text answer."""
 
     def __post_init__(self) -> None:
         self._server: ThreadingHTTPServer | None = None
@@ -247,22 +250,34 @@ class ModelStandIn:
             self._ids += 1
             return f"{prefix}{self._ids:04d}{uuid.uuid4().hex[:16]}"
 
-    def _wants_tool(self, tools: list[str], answering_tool: bool) -> bool:
-        return self.tool_call is not None and not answering_tool and self.tool_call.name in tools
+    def next_tool(self, answered: int) -> ToolCall | None:
+        """The tool call to ask for after ``answered`` tool results in a row (None: answer in text)."""
+        return self.tool_call if answered < self.calls else None
+
+    def _wanted_tool(self, tools: list[Any], answered: int) -> ToolCall | None:
+        call = self.next_tool(answered)
+        return call if call is not None and call.name in tools else None
 
     def _messages(self, h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         messages = body.get("messages") or [{}]
-        last = messages[-1].get("content") if isinstance(messages[-1], dict) else None
-        answering = isinstance(last, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in last)
+        answered = 0  # tool results since the last prompt
+        for message in reversed(messages):
+            content = message.get("content") if isinstance(message, dict) else None
+            if not isinstance(message, dict) or message.get("role") != "user":
+                continue
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] \
+                if isinstance(content, list) else []
+            if not results:
+                break
+            answered += len(results)
         tools = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
         model = body.get("model", "claude-stand-in")
-        if self._wants_tool(tools, answering):
-            assert self.tool_call is not None
+        call = self._wanted_tool(tools, answered)
+        if call is not None:
             block: dict[str, Any] = {"type": "tool_use", "id": self._next_id("toolu_"),
-                                     "name": self.tool_call.name, "input": {}}
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(self.tool_call.input)}
-            full = {**block, "input": self.tool_call.input}
+                                     "name": call.name, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(call.input)}
+            full = {**block, "input": call.input}
             stop = "tool_use"
         else:
             block = {"type": "text", "text": ""}
@@ -292,14 +307,20 @@ class ModelStandIn:
 
     def _chat(self, h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         messages = body.get("messages") or [{}]
-        answering = isinstance(messages[-1], dict) and messages[-1].get("role") == "tool"
+        answered = 0  # tool results since the last prompt
+        for entry in reversed(messages):
+            role = entry.get("role") if isinstance(entry, dict) else None
+            if role == "tool":
+                answered += 1
+            elif role == "user":
+                break
         tools = [((t.get("function") or {}).get("name")) for t in body.get("tools") or [] if isinstance(t, dict)]
         model = body.get("model", "stand-in")
         chunk_id = self._next_id("chatcmpl-")
-        if self._wants_tool(tools, answering):
-            assert self.tool_call is not None
+        wanted = self._wanted_tool(tools, answered)
+        if wanted is not None:
             call = {"index": 0, "id": self._next_id("call_"), "type": "function",
-                    "function": {"name": self.tool_call.name, "arguments": json.dumps(self.tool_call.input)}}
+                    "function": {"name": wanted.name, "arguments": json.dumps(wanted.input)}}
             delta: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
             message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
             finish = "tool_calls"
