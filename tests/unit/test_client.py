@@ -56,7 +56,7 @@ def split_imported(stderr: str) -> tuple[str, list[str]]:
 
 def not_stdlib(modules: list[str]) -> list[str]:
     ours = {"executor", "executor.core", "executor.core.envnames", "executor.service", "executor.service.client",
-            "executor.entry", "executor.in_hook"}
+            "executor.entry", "executor.in_hook", "executor.service.wirejson", "executor.service.autostart"}
     return [m for m in modules if m not in ours and m.split(".")[0] not in sys.stdlib_module_names]
 
 
@@ -532,8 +532,8 @@ def test_socket_is_private_and_a_second_daemon_refuses_to_start(setup: Setup) ->
     health = client.health(str(setup.socket))
     assert health is not None
     sandboxes = health.pop("sandboxes")
-    assert health == {"version": client.__version__, "pid": first.pid,
-                      "home": str(setup.home), "socket": str(setup.socket)}
+    assert {k: health[k] for k in ("version", "pid", "home", "socket")} == {
+        "version": client.__version__, "pid": first.pid, "home": str(setup.home), "socket": str(setup.socket)}
     # The docker sandbox made at start (for the daemon's own settings): a pool, nothing started yet.
     assert [(s["backend"], s["pool"]["ready"]) for s in sandboxes] == [("docker", 0)]  # type: ignore[index]
     setup.stop()
@@ -546,7 +546,8 @@ def test_a_daemon_of_another_version_is_not_used(setup: Setup) -> None:
     body["version"] = "0.0.1"
     status, answer = client.exchange(str(setup.socket), "POST", "/dispatch", json.dumps(body).encode(),
                                      connect_timeout=1, timeout=10)
-    assert status == 409 and "0.0.1" in json.loads(answer)["detail"]
+    # a daemon of another version retires (410) and the caller starts its own (docs/daemon.md)
+    assert status == 410 and "0.0.1" in json.loads(answer)["detail"]
 
 
 def test_killed_mid_call_the_client_falls_back_and_a_restart_clears_the_stale_socket(setup: Setup) -> None:
