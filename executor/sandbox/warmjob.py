@@ -57,6 +57,7 @@ if command -v mkfifo >/dev/null 2>&1 && command -v sleep >/dev/null 2>&1 \
         sleep "$_hc_x" && read -r _hc_x </proc/1/comm \
             && { [ "$_hc_x" = docker-init ] || [ "$_hc_x" = podman-init ]; } && kill -9 -1
     ) <&5 >/dev/null 2>&1 &
+    _hc_wp=$!
     exec 5<&-
     _hc_w=1
 fi
