@@ -162,6 +162,9 @@ REFILL_HOLD = 2.0
 in flight to end (counted from the oldest one's start): starting or removing a
 container costs the engine (and, on a small machine, the CPU) what the running hooks
 need. A run never waits for the pool: with no spare ready it goes cold."""
+DRY_WINDOW = 1.0
+"""Seconds after a run found no spare ready during which the pool's engine work does not
+hold back: the pool is not keeping up, and each run it misses starts a container anyway."""
 
 _READ_CHUNK = 256 * 1024
 _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
@@ -383,6 +386,8 @@ class PooledDockerSandbox(DockerSandbox):
         self._flights: dict[int, float] = {}
         """Warm runs in flight: a token -> when it took its spare (monotonic)."""
         self._refill_hold = max(0.0, refill_hold)
+        self._dry_at = -math.inf
+        """When a run last found no spare of its key (monotonic)."""
 
     # -- the run side ------------------------------------------------------
 
@@ -406,6 +411,9 @@ class PooledDockerSandbox(DockerSandbox):
         key, create, writable = plan
         spare = self._take(key, request.timeout)
         if spare is None:
+            with self._cond:  # the pool is not keeping up: its refill holds back no more for a while
+                self._dry_at = time.monotonic()
+                self._cond.notify_all()
             return self._cold(request), "cold"
         try:
             result = self._run_warm(spare, request, create, writable=writable)
@@ -656,7 +664,9 @@ class PooledDockerSandbox(DockerSandbox):
 
         Call with ``self._cond`` held.
         """
-        if self._closed or not self._flights:
+        if self._closed or not self._flights or now - self._dry_at < DRY_WINDOW:
+            # Runs going cold (the pool does not keep up, as under sustained load): refilling at
+            # once costs the hooks in flight less than more runs starting their own containers.
             return 0.0
         return max(0.0, min(self._flights.values()) + self._refill_hold - now)
 
