@@ -1,6 +1,9 @@
 """hookcage benchmarks: one table, measured in one run on this machine.
 
-Usage:  python benchmarks/bench.py [--runs 30] [--seconds 10]
+Usage:  python benchmarks/bench.py [--runs 30] [--seconds 10] [--burst-seconds 60] [--only STEP,...]
+
+``--only paths,five_hooks,burst,throughput`` measures the warm pool's rows
+alone (the gVisor and runc warm runs side by side are in ``paths``).
 
 Every figure is a ratio against a bare subprocess (the floor) and against
 ``docker run`` measured in the same run, as PERF.md asks. Targets are
@@ -87,11 +90,12 @@ def settle(pool: Any, spares: int) -> None:
 
 
 class Bench:
-    def __init__(self, runs: int, seconds: float, load_seconds: float = 30.0) -> None:
+    def __init__(self, runs: int, seconds: float, load_seconds: float = 30.0, burst_seconds: float = 60.0) -> None:
         from executor.sandbox.docker import default_client
         from executor.sandbox.images import RUNNER_IMAGE
 
         self.runs, self.seconds, self.load_seconds = runs, seconds, load_seconds
+        self.burst_seconds = burst_seconds
         self.wrong = 0
         self.client = default_client()
         self.image = RUNNER_IMAGE
@@ -215,6 +219,14 @@ class Bench:
                         samples[i].append((time.perf_counter() - (started or called)) * 1000)
         for (name, _, target), taken in zip(paths, samples, strict=True):
             self.rows.append((name, taken, target))
+        by_name = {name: taken for (name, _, _), taken in zip(paths, samples, strict=True)}
+        runc_warm = by_name.get("in-process warm (pool, pre-started)")
+        gvisor_warm = by_name.get("in-process warm, gVisor (runsc, pool, pre-started)")
+        if runc_warm and gvisor_warm:
+            ratio = statistics.median(gvisor_warm) / statistics.median(runc_warm)
+            self.extra.append(("gVisor warm / runc warm, side by side in the same rounds",
+                               f"{statistics.median(gvisor_warm):.1f} / {statistics.median(runc_warm):.1f} ms p50 "
+                               f"= {ratio:.2f}x (target <= 2x)"))
 
     def tls(self) -> None:
         """Cold and warm runs against the same engine behind TLS: Debian's stunnel4 in front of its
@@ -394,6 +406,7 @@ class Bench:
         from executor.settings import load_settings
 
         payload = json.loads(self.payload())
+        warm_p50: dict[int, float] = {}
         with PooledDockerSandbox(client=self.client, reap_on_start=False, runtime=RUNTIME) as pool:
             for count in (1, 5):
                 self.hooks_file(count)
@@ -414,6 +427,41 @@ class Bench:
                         samples.append((time.perf_counter() - t) * 1000)
                 self.rows.append((f"in-process dispatch, warm pool, {count} matching hook{plural}", samples,
                                   "5 hooks <= 1.5x one" if count == 5 else ""))
+                warm_p50[count] = statistics.median(samples)
+        stats = pool.stats()
+        self.extra.append(("five matching hooks vs one, warm pool (dispatch p50)",
+                           f"{warm_p50[5]:.1f} / {warm_p50[1]:.1f} ms = {warm_p50[5] / warm_p50[1]:.2f}x "
+                           f"(target <= 1.5x); pool: {stats.warm} warm, {stats.cold} cold"))
+
+    def burst(self) -> None:
+        """One event a second for ``burst_seconds`` (one matching hook, the daemon's default pool of 2),
+        as an agent's tool calls come: how many went cold (the target: the first only)."""
+        from executor.executor import HookExecutor
+        from executor.sandbox.pool import PooledDockerSandbox
+        from executor.settings import load_settings
+
+        payload = json.loads(self.payload())
+        self.hooks_file(1)
+        settings = load_settings(home=self.home, managed_dir=self.tmp / "managed", log_runs=False)
+        events = max(2, round(self.burst_seconds))
+        for runtime in (RUNTIME, "runsc"):
+            name = f"1 event/s for {events} s, warm pool ({runtime}), dispatch"
+            if runtime == "runsc" and "runsc" not in self.client.info().get("Runtimes", {}):
+                self.rows.append((name, None, "n/a (runsc not registered)"))
+                continue
+            samples: list[float] = []
+            with PooledDockerSandbox(client=self.client, reap_on_start=False, runtime=runtime) as pool, \
+                    HookExecutor(settings, environ={}, sandboxes={"docker": pool}) as ex:
+                began = time.monotonic()
+                for n in range(events):
+                    time.sleep(max(0.0, began + n - time.monotonic()))
+                    t = time.perf_counter()
+                    ex.dispatch("PreToolUse", payload)
+                    samples.append((time.perf_counter() - t) * 1000)
+                stats = pool.stats()
+            self.rows.append((name, samples[1:], "warm after the first"))
+            self.extra.append((f"the 1 event/s burst ({runtime}): cold starts",
+                               f"{stats.cold} of {events} events ({stats.warm} warm; target: 1, the first)"))
 
     def throughput(self) -> None:
         from executor.sandbox.docker import DockerSandbox
@@ -455,7 +503,9 @@ class Bench:
         with PooledDockerSandbox(client=self.client, reap_on_start=False, pool_size=4, runtime=RUNTIME) as sandbox:
             sandbox.prewarm(self.request(), wait=30)
             warm = rate(lambda: sandbox.run(self.request()))
-        self.extra.append(("hookcage warm pool, 4 callers", f"{warm:.1f}/s ({warm / base:.2f}x engine; target >= 0.9x)"))
+            stats = sandbox.stats()
+        self.extra.append(("hookcage warm pool, 4 callers", f"{warm:.1f}/s ({warm / base:.2f}x engine; target >= 0.9x; "
+                                                            f"{stats.warm} warm, {stats.cold} cold)"))
 
     def remote_load(self) -> None:
         """4 agents sending events for ``load_seconds`` through ``hookcage serve --listen`` (TCP, token):
@@ -619,13 +669,25 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--load-seconds", type=float, default=30.0,
                         help="how long 4 agents send events through the TCP service (default 30)")
+    parser.add_argument("--burst-seconds", type=float, default=60.0,
+                        help="how long the one-event-a-second burst lasts (default 60)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated steps to run (paths, tls, podman, startup, spawned, five_hooks, "
+                             "burst, throughput, pooled_memory, remote_load); default all")
     args = parser.parse_args()
     # Every row but the gVisor ones under runc (settings and spawned commands read this too),
     # so they stay comparable with earlier runs; the gVisor rows name their runtime.
     os.environ["HOOKCAGE_RUNTIME"] = RUNTIME
-    bench = Bench(args.runs, args.seconds, args.load_seconds)
-    for step in (bench.paths, bench.tls, bench.podman, bench.startup, bench.spawned,
-                 bench.five_hooks, bench.throughput, bench.pooled_memory, bench.remote_load):
+    bench = Bench(args.runs, args.seconds, args.load_seconds, args.burst_seconds)
+    steps = [bench.paths, bench.tls, bench.podman, bench.startup, bench.spawned,
+             bench.five_hooks, bench.burst, bench.throughput, bench.pooled_memory, bench.remote_load]
+    only = {name.strip() for name in args.only.split(",") if name.strip()}
+    unknown = only - {step.__name__ for step in steps}
+    if unknown:
+        parser.error(f"unknown step(s): {', '.join(sorted(unknown))}")
+    for step in steps:
+        if only and step.__name__ not in only:
+            continue
         step()
         print(".", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)

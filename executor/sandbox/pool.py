@@ -13,6 +13,9 @@ How a warm run works:
    attached, started, and runs ``BOOTSTRAP``: a POSIX sh script that reads
    ONE job from stdin. It exits by itself after ``idle_timeout`` seconds
    without one, or as soon as the pool's process is gone (its stdin ends).
+   The pool's own engine work (creating, removing) waits while warm runs
+   are in flight (``refill_hold`` at most): a hook never shares a small
+   machine with a container start it does not need.
 3. ``run`` takes a ready container of the request's key (never waiting: with
    none ready it runs cold and the pool refills behind it), writes the
    reviewed bytes of any overlays into the container's own read-only
@@ -21,9 +24,10 @@ How a warm run works:
    not get through to the engine, the job counts the bytes of stdin instead
    and the hook gets exactly those (``head -c``), then end-of-input; the
    connection's write side is never shut down.
-4. The bootstrap checks its overlays are still in place, ``cd``s, prints an
-   acknowledgement line on stdout and runs ``/bin/sh -c COMMAND`` through
-   ``env NAME=VALUE ...`` with the rest of stdin (over TLS, the counted bytes). When it exits, the
+4. The bootstrap checks its overlays are still in place, ``cd``s, arms its
+   watch (the container ends itself past the timeout, as a cold run's
+   does), prints an acknowledgement line on stdout and runs
+   ``/bin/sh -c COMMAND`` with the job's ``NAME=VALUE`` entries exported and the rest of stdin (over TLS, the counted bytes). When it exits, the
    bootstrap kills every other process left in the container (as the end
    of a cold run's init does), then prints an end marker with the job's
    nonce, the exit status and the cgroup's OOM-kill count on stdout AND
@@ -125,7 +129,6 @@ from executor.sandbox.docker import (
     raw_socket,
     remove_container_quietly,
     retry_transient,
-    self_ending,
     staged_tree,
 )
 from executor.sandbox.docker.profile import relays_output
@@ -146,6 +149,7 @@ from executor.sandbox.warmjob import (
     bootstrap_command,
     encode_job,
     mountinfo_escape,
+    watch_seconds,
 )
 
 logger = logging.getLogger(__name__)
@@ -153,10 +157,14 @@ logger = logging.getLogger(__name__)
 NONCE_BYTES = 16
 EXIT_GRACE = 0.5
 """Seconds a used pooled container gets to exit by itself before it is removed running."""
-REFILL_DEFER = 0.2
-"""Seconds the refill holds back while warm runs are in flight and every key still
-has a spare: starting a container costs the engine (and, on a small machine, the
-CPU) what the running hook needs."""
+REFILL_HOLD = 2.0
+"""Seconds at most that creating and removing pooled containers waits for the warm runs
+in flight to end (counted from the oldest one's start): starting or removing a
+container costs the engine (and, on a small machine, the CPU) what the running hooks
+need. A run never waits for the pool: with no spare ready it goes cold."""
+DRY_WINDOW = 1.0
+"""Seconds after a run found no spare ready during which the pool's engine work does not
+hold back: the pool is not keeping up, and each run it misses starts a container anyway."""
 
 _READ_CHUNK = 256 * 1024
 _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
@@ -278,6 +286,8 @@ class PoolStats:
     creation_failures: int = 0
     ready: int = 0
     """Containers waiting for a job right now, all keys."""
+    running: int = 0
+    """Warm runs in flight right now."""
 
 
 @dataclass
@@ -335,6 +345,7 @@ class PooledDockerSandbox(DockerSandbox):
         labels: Mapping[str, str] | None = None,
         staging_dir: str | None = None,
         refill_threads: int = 2,
+        refill_hold: float = REFILL_HOLD,
         **options: Any,
     ) -> None:
         """Set up the pool; nothing is created until a run or ``prewarm`` asks for a key.
@@ -349,6 +360,8 @@ class PooledDockerSandbox(DockerSandbox):
             staging_dir: where the pool's private folder of overlay files goes
                 (the system's temporary directory by default).
             refill_threads: containers created at once when refilling.
+            refill_hold: seconds at most that the pool's own engine work
+                (creating, removing) waits while warm runs are in flight.
             **options: everything ``DockerSandbox`` takes.
         """
         super().__init__(**options)
@@ -370,8 +383,11 @@ class PooledDockerSandbox(DockerSandbox):
         self._remover: threading.Thread | None = None
         self._pid = str(os.getpid())
         self._ready_timeout = DEFAULT_API_TIMEOUT
-        self._in_flight = 0
-        self._defer_until = 0.0
+        self._flights: dict[int, float] = {}
+        """Warm runs in flight: a token -> when it took its spare (monotonic)."""
+        self._refill_hold = max(0.0, refill_hold)
+        self._dry_at = -math.inf
+        """When a run last found no spare of its key (monotonic)."""
 
     # -- the run side ------------------------------------------------------
 
@@ -395,12 +411,15 @@ class PooledDockerSandbox(DockerSandbox):
         key, create, writable = plan
         spare = self._take(key, request.timeout)
         if spare is None:
+            with self._cond:  # the pool is not keeping up: its refill holds back no more for a while
+                self._dry_at = time.monotonic()
+                self._cond.notify_all()
             return self._cold(request), "cold"
         try:
             result = self._run_warm(spare, request, create, writable=writable)
         finally:
             with self._cond:
-                self._in_flight -= 1
+                self._flights.pop(id(spare), None)
                 self._cond.notify_all()
         with self._cond:
             self._book.started(key, result is not None, time.monotonic())
@@ -447,7 +466,7 @@ class PooledDockerSandbox(DockerSandbox):
     def stats(self) -> PoolStats:
         """A copy of the pool's counters."""
         with self._cond:
-            return replace(self._stats, ready=len(self._book.containers()))
+            return replace(self._stats, ready=len(self._book.containers()), running=len(self._flights))
 
     def _cold(self, request: RunRequest) -> RunResult:
         with self._cond:
@@ -485,14 +504,12 @@ class PooledDockerSandbox(DockerSandbox):
                 now = time.monotonic()
                 spare = self._book.take(key, timeout, now, time.time())
                 if spare is not None:
-                    self._in_flight += 1
-                    if self._defer_until < now:  # a new window: refills wait at most this long
-                        self._defer_until = now + REFILL_DEFER
+                    self._flights[id(spare)] = now
                 self._cond.notify_all()  # a slot to refill, maybe spares to retire
             if spare is None or _alive(spare.handle):
                 return spare
             with self._cond:
-                self._in_flight -= 1
+                self._flights.pop(id(spare), None)
             self._drop(spare)  # exited (idle, killed): it prints nothing while it waits
 
     def _run_warm(
@@ -513,8 +530,9 @@ class PooledDockerSandbox(DockerSandbox):
             nonce = secrets.token_hex(NONCE_BYTES)
             # The command the cold path runs: it ends its container by itself past its timeout.
             counted = self.profile.counted_stdin  # over TLS: no half-close, the job counts its stdin
-            job = encode_job(nonce, create["working_dir"], self_ending(request.command, request.timeout),
-                             create["environment"], len(request.stdin) if counted else None)
+            # The bootstrap's watch ends the container past the timeout, as a cold run's script does.
+            job = encode_job(nonce, create["working_dir"], request.command, create["environment"],
+                             len(request.stdin) if counted else None, watch=watch_seconds(request.timeout))
             reader = JobReader(nonce)
             stdout = CappedBuffer(request.output_cap)
             stderr = CappedBuffer(request.output_cap)
@@ -610,10 +628,10 @@ class PooledDockerSandbox(DockerSandbox):
                 if self._closed:
                     return
                 now = time.monotonic()
-                if self._in_flight and now < self._defer_until and not self._book.hungry(now):
-                    # Let the hooks in flight have the machine; not for long,
-                    # and not when a key ran dry (its next run would go cold).
-                    self._cond.wait(self._defer_until - now)
+                if (hold := self._hold(now)) > 0:
+                    # Let the hooks in flight have the machine (a key that ran dry
+                    # sends its next runs cold meanwhile: they never wait for us).
+                    self._cond.wait(hold)
                     continue
                 plan = self._book.plan(now)
                 if plan.create is None and not plan.discard:
@@ -640,6 +658,23 @@ class PooledDockerSandbox(DockerSandbox):
                 self._cond.notify_all()
             if not kept:
                 self._drop(spare)
+
+    def _hold(self, now: float) -> float:
+        """Seconds the pool's own engine work should still wait for the warm runs in flight (0: none).
+
+        Call with ``self._cond`` held.
+        """
+        if self._closed or not self._flights or now - self._dry_at < DRY_WINDOW:
+            # Runs going cold (the pool does not keep up, as under sustained load): refilling at
+            # once costs the hooks in flight less than more runs starting their own containers.
+            return 0.0
+        return max(0.0, min(self._flights.values()) + self._refill_hold - now)
+
+    def _await_quiet(self) -> None:
+        """Wait (bounded by ``refill_hold``) until no warm run is in flight."""
+        with self._cond:
+            while (hold := self._hold(time.monotonic())) > 0:
+                self._cond.wait(hold)
 
     def _create_spare(self, key: str, template: _Template, timeout: float) -> Spare | None:
         """Create, attach and start one pooled container of ``key``; None on failure."""
@@ -772,6 +807,7 @@ class PooledDockerSandbox(DockerSandbox):
                 if handle.sock is not None:
                     _await_end(handle.sock, time.monotonic() + EXIT_GRACE)
                 handle.close()
+            self._await_quiet()  # removing costs the engine what the hooks in flight need
             self._remove_now(container)
 
     def close(self, *, timeout: float = 30.0) -> None:

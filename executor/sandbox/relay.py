@@ -17,7 +17,11 @@ run yet), each copied out by ``cat``, which writes the rest after a short
 count (coreutils and busybox). The hook sees what it saw: pipes, its exit
 status, its stdin. When the hook has exited, every other process of the
 container but init, the shell, its parent and the two ``cat`` is killed
-(``/proc`` walked until none is left; zombies skipped), as the end of a
+(``/proc`` walked until none is left; zombies skipped: the first pass kills
+without reading any state, as dash's ``read`` costs a system call per byte
+and each one is dear under gVisor; later passes read ``stat`` to skip the
+zombies init has not reaped yet; the pool's watch, the shell's own child, is
+killed by its pid first), as the end of a
 direct run takes them: a background child holding the hook's stdout cannot
 keep the run open; then the shell waits for the two ``cat`` to copy out
 what is left in the pipes, and only then ends (the container with it).
@@ -33,7 +37,7 @@ from __future__ import annotations
 RELAY_PIDS = 3
 """Processes the relay adds while the hook runs: the waiting shell and the two ``cat``."""
 
-RELAY_VARIABLES = "_hc_rd _hc_r1 _hc_r2 _hc_rc _hc_p _hc_s _hc_k _hc_x"
+RELAY_VARIABLES = "_hc_rd _hc_r1 _hc_r2 _hc_rc _hc_p _hc_s _hc_k _hc_x _hc_pass _hc_wp"
 """The shell variables the relay sets: unset first (an image's environment may export one)."""
 
 RELAY_FUNCTION = r"""
@@ -60,17 +64,24 @@ _hc_relay() {
     fi
     _hc_job "$@" >"$_hc_rd-1" 2>"$_hc_rd-2"
     _hc_rc=$?
+    if [ -n "${_hc_wp-}" ]; then
+        kill -9 "$_hc_wp" 2>/dev/null
+    fi
+    _hc_pass=
     while :; do
         _hc_k=
         for _hc_p in /proc/[0-9]*; do
             _hc_p=${_hc_p#/proc/}
-            case $_hc_p in 1 | "$$" | "$PPID" | "$_hc_r1" | "$_hc_r2") continue ;; esac
-            _hc_s=
-            { read -r _hc_s <"/proc/$_hc_p/stat"; } 2>/dev/null
-            case ${_hc_s##*) } in '' | Z* | X*) continue ;; esac
+            case $_hc_p in 1 | "$$" | "$PPID" | "$_hc_r1" | "$_hc_r2" | "${_hc_wp-}") continue ;; esac
+            if [ -n "$_hc_pass" ]; then
+                _hc_s=
+                { read -r _hc_s <"/proc/$_hc_p/stat"; } 2>/dev/null
+                case ${_hc_s##*) } in '' | Z* | X*) continue ;; esac
+            fi
             kill -9 "$_hc_p" 2>/dev/null && _hc_k=1
         done
         [ -n "$_hc_k" ] || break
+        _hc_pass=1
     done
     wait
     return 0

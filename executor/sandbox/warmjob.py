@@ -11,10 +11,10 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from executor.sandbox.conventions import STDERR
+from executor.sandbox.conventions import SELF_END_GRACE, STDERR
 from executor.sandbox.relay import RELAY_FUNCTION, RELAY_VARIABLES
 
-JOB_TAG = "hookcage-job/2"
+JOB_TAG = "hookcage-job/3"
 READY_LINE = b"hookcage-ready\n"
 """What the bootstrap prints on stdout once its idle watchdog is armed."""
 ACK_PREFIX = b"hookcage-job "
@@ -28,6 +28,7 @@ END_PREFIX = b"hookcage-end "
 BOOTSTRAP = r"""
 unset _hc_idle _hc_l _hc_n _hc_v _hc_i _hc_e _hc_k _hc_x _hc_mp _hc_ok _hc_out
 unset _hc_nonce _hc_nenv _hc_nin _hc_d _hc_c _hc_rc _hc_oom _hc_f _hc_o _hc_ov
+unset _hc_w _hc_wt _hc_wf
 unset """ + RELAY_VARIABLES + r"""
 _hc_o=${OLDPWD+set}
 _hc_ov=${OLDPWD-}
@@ -38,18 +39,44 @@ shift 2
 if [ "$_hc_out" = relay ]; then
     _hc_relay_start
 fi
+_hc_w=
+_hc_wf=/tmp/.hookcage-watch-$$
+if command -v mkfifo >/dev/null 2>&1 && command -v sleep >/dev/null 2>&1 \
+    && mkfifo -m 600 "$_hc_wf" 2>/dev/null; then
+    exec 4<>"$_hc_wf" 5<"$_hc_wf"
+    rm -f "$_hc_wf" 2>/dev/null
+    (
+        exec 4>&- 5<&-
+        _hc_x=
+        if command -v timeout >/dev/null 2>&1; then
+            _hc_x=$(timeout "$_hc_idle" /bin/sh -c 'IFS= read -r s && printf %s "$s"')
+        else
+            IFS= read -r _hc_x
+        fi
+        case $_hc_x in '' | *[!0-9]*) kill -9 $$; exit 0 ;; esac
+        sleep "$_hc_x" && read -r _hc_x </proc/1/comm \
+            && { [ "$_hc_x" = docker-init ] || [ "$_hc_x" = podman-init ]; } && kill -9 -1
+    ) <&5 >/dev/null 2>&1 &
+    _hc_wp=$!
+    exec 5<&-
+    _hc_w=1
+fi
 printf 'hookcage-ready\n'
-if command -v timeout >/dev/null 2>&1; then
+if [ -n "$_hc_w" ]; then
+    IFS= read -r _hc_l
+elif command -v timeout >/dev/null 2>&1; then
     _hc_l=$(timeout "$_hc_idle" /bin/sh -c 'IFS= read -r l && printf %s "$l"')
 else
     IFS= read -r _hc_l
 fi
-[ "$_hc_l" = hookcage-job/2 ] || exit 0
+[ "$_hc_l" = hookcage-job/3 ] || exit 0
 IFS= read -r _hc_nonce || exit 0
 IFS= read -r _hc_nenv || exit 0
 IFS= read -r _hc_nin || exit 0
+IFS= read -r _hc_wt || exit 0
 case $_hc_nonce in '' | *[!0-9a-f]*) exit 0 ;; esac
 case $_hc_nenv in '' | *[!0-9]*) exit 0 ;; esac
+case $_hc_wt in '' | *[!0-9]*) exit 0 ;; esac
 case $_hc_nin in - | 0) ;; '' | *[!0-9]*) exit 0 ;; *) command -v head >/dev/null 2>&1 || exit 0 ;; esac
 _hc_field() {
     IFS= read -r _hc_n || exit 0
@@ -93,15 +120,35 @@ done
 cd -P -- "$_hc_d" 2>/dev/null || exit 0
 if [ -n "$_hc_o" ]; then OLDPWD=$_hc_ov; else unset OLDPWD; fi
 unset SHLVL
+_hc_exec() {
+    for _hc_x do
+        case ${_hc_x%%=*} in
+        '' | [0-9]* | *[!A-Za-z0-9_]* | _hc_* | PPID | PWD | OLDPWD | IFS | OPTIND | OPTARG | LINENO | PS1 | PS2 | PS4 | ENV)
+            exec env -- "$@" /bin/sh -c "$_hc_c" ;;
+        esac
+    done
+    for _hc_x do
+        export "$_hc_x"
+    done
+    exec /bin/sh -c "$_hc_c"
+}
 _hc_job() {
     if [ "$_hc_nin" = - ]; then
-        env -- "$@" /bin/sh -c "$_hc_c"
+        (_hc_exec "$@")
     elif [ "$_hc_nin" = 0 ]; then
-        : | env -- "$@" /bin/sh -c "$_hc_c"
+        : | (_hc_exec "$@")
     else
-        (exec 3<&0; head -c "$_hc_nin" <&3 3<&- &) | env -- "$@" /bin/sh -c "$_hc_c"
+        (exec 3<&0; head -c "$_hc_nin" <&3 3<&- &) | (_hc_exec "$@")
     fi
 }
+if [ -n "$_hc_w" ]; then
+    printf '%s\n' "$_hc_wt" >&4
+    exec 4>&-
+else
+    ( (sleep "$_hc_wt" && read -r _hc_x </proc/1/comm \
+        && { [ "$_hc_x" = docker-init ] || [ "$_hc_x" = podman-init ]; } && kill -9 -1) \
+        </dev/null >/dev/null 2>&1 & )
+fi
 printf 'hookcage-job %s\n' "$_hc_nonce"
 if [ "$_hc_out" = relay ]; then
     _hc_relay "$@"
@@ -139,13 +186,23 @@ the bind that was over it; under runc the host kernel drops it at the rename.
 Without the lookup gVisor's mountinfo still listed the bind and the hook's
 first read found the new, unreviewed file.
 
-It prints ``READY_LINE`` and waits for the job's first line under
-``timeout`` (coreutils and busybox have it; without it, until end of input:
-the pool's process dying closes the container's stdin too), so that it exits
-by itself after ``idle_timeout`` seconds without a job. The line is read by
-a child (``read`` reads byte by byte: nothing past the line is consumed);
-nothing is ever signalled or waited for with the ``wait`` builtin, which
-dash can miss a child's exit in.
+Before it prints ``READY_LINE`` it starts its *watch*: a background
+subshell reading from a FIFO that the bootstrap holds open (made in
+``/tmp``, opened at both ends, then unlinked: nothing is left in ``/tmp``
+for the hook to see). The watch waits for one line under ``timeout``
+(coreutils and busybox have it): none within ``idle_timeout`` seconds
+(no job came) and it kills the bootstrap, so that the container exits by
+itself; given the job's watch seconds, it sleeps them, then kills every
+process of the container (``kill -9 -1``, only when pid 1 is the engine's
+init), as the cold path's ``docker.self_ending`` does. The bootstrap reads
+the job straight from its stdin (its end, when the pool's process dies,
+ends the bootstrap) and hands the watch its seconds with a ``printf`` into
+the FIFO: no process is started between the job's arrival and the hook.
+Without ``mkfifo`` or ``sleep`` in the image it falls back to reading the
+first line under ``timeout`` and starting the cold path's watch per job.
+The line is read by a child (``read`` reads byte by byte: nothing past the
+line is consumed); nothing is ever waited for with the ``wait`` builtin,
+which dash can miss a child's exit in.
 
 The hook's stdin is the rest of the bootstrap's (up to the end of input the
 pool makes by half-closing the connection) when the job's stdin length is
@@ -164,12 +221,17 @@ run's is. An image without
 acknowledgement: the run goes cold).
 
 Every variable it sets is unset first (had the image's environment one, it
-would be exported) and none is exported: the hook's environment is the
-container's (what the cold path gives, minus the request's part) plus the
-job's ``NAME=VALUE`` entries; ``OLDPWD`` (which ``cd`` sets) is put back and
-``SHLVL`` (which bash and busybox sh raise) removed. ``env`` rather than
-``env -i``: ``-i`` would drop the image's own ``ENV`` and ``HOSTNAME``, which
-a cold run has.
+would be exported). The hook runs in a subshell that exports the job's
+``NAME=VALUE`` entries and execs ``/bin/sh -c COMMAND``: one exec fewer than
+``env`` (which costs most under gVisor); an entry whose name is not a plain
+shell name, is one of the shell's own (``PPID``, ``PWD``, ``IFS``...) or
+starts with ``_hc_`` goes through ``env -- NAME=VALUE ... /bin/sh -c
+COMMAND`` instead. The hook's environment is the container's (what the
+cold path gives, minus the request's part) plus the job's entries;
+``OLDPWD`` (which ``cd`` sets) is put back and ``SHLVL`` (which bash and
+busybox sh raise) removed. ``env``/``export`` rather than ``env -i``:
+``-i`` would drop the image's own ``ENV`` and ``HOSTNAME``, which a cold
+run has.
 
 After the hook, ``kill -9 -1`` (every process of the container's user but
 pid 1 and itself; dash's ``kill`` takes ``-s KILL -1``'s ``-1`` for an
@@ -204,32 +266,42 @@ def _field(value: str) -> bytes:
 
 
 def encode_job(nonce: str, cwd: str, command: str, env: Mapping[str, str],
-               stdin_length: int | None = None) -> bytes:
+               stdin_length: int | None = None, *, watch: int) -> bytes:
     """The bytes that hand one job to the bootstrap (sent right before the hook's stdin).
 
-    Four header lines (``hookcage-job/2``, the nonce, the number of
+    Five header lines (``hookcage-job/3``, the nonce, the number of
     environment entries, the length in bytes of the hook's stdin that
     follows the job, or ``-`` when ``stdin_length`` is None: until end of
-    input, which the sender makes by half-closing), then fields: the working directory, the command,
-    then the ``NAME=VALUE`` entries. A field is its number of lines and
-    those lines: ``read -r`` takes them back without any decoding, and no
-    value is ever part of the script's text. The hook's stdin is sent
-    right after these bytes; nothing after it is ever read.
+    input, which the sender makes by half-closing; then ``watch``, the
+    seconds after which the container ends itself whatever runs in it),
+    then fields: the working directory, the command (run as
+    ``/bin/sh -c COMMAND``), then the ``NAME=VALUE`` entries. A field is
+    its number of lines and those lines: ``read -r`` takes them back
+    without any decoding, and no value is ever part of the script's text.
+    The hook's stdin is sent right after these bytes; nothing after it is
+    ever read.
 
     Raises:
-        ValueError: a nonce that is not lowercase hex, a NUL byte anywhere, or
-            a negative stdin length.
+        ValueError: a nonce that is not lowercase hex, a NUL byte anywhere, a
+            negative stdin length or a watch under one second.
     """
     if stdin_length is not None and stdin_length < 0:
         raise ValueError("the stdin length cannot be negative")
+    if watch < 1:
+        raise ValueError("the watch must be at least one second")
     if not re.fullmatch(r"[0-9a-f]{8,64}", nonce):
         raise ValueError("the nonce must be 8 to 64 lowercase hex digits")
     entries = [f"{name}={value}" for name, value in env.items()]
     if any("\0" in text for text in (cwd, command, *entries)):
         raise ValueError("a job field holds a NUL byte")
     length = "-" if stdin_length is None else str(stdin_length)
-    header = f"{JOB_TAG}\n{nonce}\n{len(entries)}\n{length}\n".encode()
+    header = f"{JOB_TAG}\n{nonce}\n{len(entries)}\n{length}\n{int(watch)}\n".encode()
     return header + b"".join(_field(text) for text in (cwd, command, *entries))
+
+
+def watch_seconds(timeout: float) -> int:
+    """Seconds after a job starts at which its container ends itself: as a cold run's (``docker.self_ending``)."""
+    return math.ceil(timeout) + SELF_END_GRACE
 
 
 # --------------------------------------------------------------------------

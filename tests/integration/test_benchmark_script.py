@@ -22,7 +22,8 @@ def test_the_benchmark_prints_its_table_and_leaves_no_container(
     docker_api: object, runner_image: str
 ) -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--runs", "2", "--seconds", "1", "--load-seconds", "2"],
+        [sys.executable, str(SCRIPT), "--runs", "2", "--seconds", "1", "--load-seconds", "2",
+         "--burst-seconds", "2"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -49,6 +50,11 @@ def test_the_benchmark_prints_its_table_and_leaves_no_container(
         "in-process cold, Podman rootful",
         "in-process warm, Podman rootful",
         "in-process cold over TLS (tcp://, stunnel)",
+        "1 event/s for 2 s, warm pool (runc)",
+        "1 event/s for 2 s, warm pool (runsc)",
+        "the 1 event/s burst (runc): cold starts",
+        "gVisor warm / runc warm, side by side",
+        "five matching hooks vs one, warm pool",
         "in-process warm over TLS (tcp://, stunnel, pool, pre-started)",
     ):
         assert row in out, f"{row!r} missing from:\n{out}"

@@ -136,7 +136,7 @@ def test_health_shows_the_pools_counters(tmp_path: Path) -> None:
         daemon.shared_sandbox("docker", load_settings())
         [entry] = daemon.sandboxes()
         assert entry["pool"] == {"warm": 0, "cold": 0, "fallbacks": 0, "created": 0,
-                                 "creation_failures": 0, "ready": 0}
+                                 "creation_failures": 0, "ready": 0, "running": 0}
     finally:
         daemon.close()
 

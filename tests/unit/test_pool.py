@@ -80,8 +80,8 @@ def decode_job(data: bytes) -> tuple[str, str, str, list[str], bytes]:
         consumed += len(text) + 1
         return text
 
-    tag, nonce, count, length = line(), line(), line(), line()
-    assert tag == b"hookcage-job/2"
+    tag, nonce, count, length, watch = line(), line(), line(), line(), line()
+    assert tag == b"hookcage-job/3" and int(watch) >= 1
 
     def field() -> str:
         return b"\n".join(line() for _ in range(int(line()))).decode()
@@ -95,9 +95,9 @@ def decode_job(data: bytes) -> tuple[str, str, str, list[str], bytes]:
 
 
 def test_job_is_a_header_and_line_counted_fields() -> None:
-    job = encode_job(NONCE, "/work", "echo hi", {"A": "1", "PATH": "/bin"}, 12)
+    job = encode_job(NONCE, "/work", "echo hi", {"A": "1", "PATH": "/bin"}, 12, watch=40)
     assert job == (
-        f"hookcage-job/2\n{NONCE}\n2\n12\n".encode()
+        f"hookcage-job/3\n{NONCE}\n2\n12\n40\n".encode()
         + b"1\n/work\n"
         + b"1\necho hi\n"
         + b"1\nA=1\n"
@@ -111,13 +111,13 @@ def test_job_is_a_header_and_line_counted_fields() -> None:
      "tab\there", "\r\n", "ünïcödé", "x" * 10000],
 )
 def test_any_value_comes_back_exactly(value: str) -> None:
-    job = encode_job(NONCE, value, value, {"V": value}, len(b"stdin follows\n"))
+    job = encode_job(NONCE, value, value, {"V": value}, len(b"stdin follows\n"), watch=40)
     assert decode_job(job + b"stdin follows\n") == (NONCE, value, value, [f"V={value}"], b"stdin follows\n")
 
 
 def test_a_newline_in_a_value_is_a_line_count_not_an_escape() -> None:
-    assert encode_job(NONCE, "/", "a\nb\n", {}) == f"hookcage-job/2\n{NONCE}\n0\n-\n1\n/\n3\na\nb\n\n".encode()
-    assert encode_job(NONCE, "/", "x", {}, 0).startswith(f"hookcage-job/2\n{NONCE}\n0\n0\n".encode())
+    assert encode_job(NONCE, "/", "a\nb\n", {}, watch=40) == f"hookcage-job/3\n{NONCE}\n0\n-\n40\n1\n/\n3\na\nb\n\n".encode()
+    assert encode_job(NONCE, "/", "x", {}, 0, watch=40).startswith(f"hookcage-job/3\n{NONCE}\n0\n0\n40\n".encode())
 
 
 @pytest.mark.parametrize(
@@ -132,12 +132,12 @@ def test_a_newline_in_a_value_is_a_line_count_not_an_escape() -> None:
 )
 def test_bad_job_fields_are_refused(nonce: str, cwd: str, command: str, env: dict[str, str]) -> None:
     with pytest.raises(ValueError):
-        encode_job(nonce, cwd, command, env)
+        encode_job(nonce, cwd, command, env, watch=40)
 
 
 def test_a_negative_stdin_length_is_refused() -> None:
     with pytest.raises(ValueError):
-        encode_job(NONCE, "/", "true", {}, -1)
+        encode_job(NONCE, "/", "true", {}, -1, watch=40)
 
 
 def test_bootstrap_command_passes_only_the_idle_timeout_the_output_mode_and_mount_points() -> None:
@@ -158,11 +158,17 @@ def test_bootstrap_parses_in_posix_shells(shell: list[str]) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_bootstrap_never_exports_and_unsets_what_it_uses() -> None:
-    assert "export" not in BOOTSTRAP and "set -a" not in BOOTSTRAP
+def test_bootstrap_exports_only_the_jobs_entries_and_unsets_what_it_uses() -> None:
+    # The one export: the job's NAME=VALUE entries, in the hook's own subshell right before it
+    # execs the hook (_hc_exec, always run as `(_hc_exec ...)`); never one of its own variables.
+    assert [line.strip() for line in BOOTSTRAP.splitlines() if "export" in line] == ['export "$_hc_x"']
+    assert "_hc_* |" in BOOTSTRAP  # an entry named like its variables goes through `env` instead
+    assert "set -a" not in BOOTSTRAP
+    assert "(_hc_exec " in BOOTSTRAP and " _hc_exec " not in BOOTSTRAP.replace("(_hc_exec ", "")
     names = set()
     for word in BOOTSTRAP.replace("$", " ").replace("{", " ").replace("=", " ").split():
-        if word.startswith("_hc_") and word.isidentifier() and word not in ("_hc_field", "_hc_job", "_hc_relay", "_hc_relay_start"):
+        if word.startswith("_hc_") and word.isidentifier() and word not in (
+                "_hc_field", "_hc_job", "_hc_exec", "_hc_relay", "_hc_relay_start"):
             names.add(word)
     unset = {w for line in BOOTSTRAP.splitlines() if line.startswith("unset ") for w in line.split()[1:]}
     assert names <= unset
@@ -338,7 +344,7 @@ def test_pump_returns_on_both_markers_without_waiting_for_the_stream_to_end(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, theirs = pair
-    job = encode_job(NONCE, "/", "cat", {}, len(b"stdin bytes")) + b"stdin bytes"
+    job = encode_job(NONCE, "/", "cat", {}, len(b"stdin bytes"), watch=40) + b"stdin bytes"
     reply = (
         frame(STDOUT, ACK + b"stdin bytes")
         + frame(STDERR, marker(0, 0))
@@ -363,7 +369,7 @@ def test_pump_returns_on_both_markers_without_waiting_for_the_stream_to_end(
 def test_pump_a_stream_cut_inside_a_frame_marks_the_output_cut(pair: tuple[socket.socket, socket.socket]) -> None:
     # The connection ends in the middle of a frame: the rest of the hook's output is lost.
     ours, theirs = pair
-    job = encode_job(NONCE, "/", "x", {})
+    job = encode_job(NONCE, "/", "x", {}, watch=40)
     reply = frame(STDOUT, ACK + b"kept") + frame(STDOUT, b"0123456789")[:-3]
     FakeEngine(theirs, reply, stdin_length=len(job)).start()
     reader, out, err = JobReader(NONCE), CappedBuffer(1 << 20), CappedBuffer(1 << 20)
@@ -377,7 +383,7 @@ def test_pump_forged_markers_do_not_end_the_run(pair: tuple[socket.socket, socke
     ours, theirs = pair
     forged = marker(0, 0, nonce=OTHER)
     reply = frame(STDOUT, ACK + forged) + frame(STDERR, forged) + frame(STDOUT, b"still here\n")
-    job = encode_job(NONCE, "/", "x", {})
+    job = encode_job(NONCE, "/", "x", {}, watch=40)
     FakeEngine(theirs, reply, keep_open=True, stdin_length=len(job)).start()
     end, reader, out, err = pump(ours, job, timeout=0.5)
     assert end == "deadline" and not reader.done
@@ -801,7 +807,7 @@ class FakeContainer:
             with contextlib.suppress(StopIteration, AssertionError, ValueError):
                 decode_job(data)
                 complete = True
-                if data.split(b"\n", 4)[3] != b"-":
+                if data.split(b"\n", 5)[3] != b"-":
                     break
             chunk = self.engine.recv(65536)
             if not chunk:
@@ -819,9 +825,12 @@ class FakeContainer:
 
 
 def hook_of(script: str) -> str:
-    """The hook command a run's shell script (``docker.self_ending``) execs."""
+    """The hook command a run runs: a cold run's shell script (``docker.self_ending``) execs it,
+    a warm job carries it as it is (the bootstrap's watch ends the container)."""
     watch, sep, quoted = script.partition("; exec /bin/sh -c ")
-    assert sep and "kill -9 -1" in watch, script
+    if not sep:
+        return script
+    assert "kill -9 -1" in watch, script
     [command] = shlex.split(quoted)
     return command
 
