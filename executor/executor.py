@@ -841,7 +841,7 @@ class HookExecutor:
                 hook.label, r.exit_code, r.stdout, r.stderr,
                 timed_out=r.timed_out, oom_killed=r.oom_killed, timeout=hook.timeout, hook_id=hook.id,
                 sandbox=hook.sandbox, image=hook.sandbox.image or self.settings.image,
-                project_dir=run.request.project_dir,
+                project_dir=run.request.project_dir, stdout_truncated=r.stdout_truncated,
             ))
         except HookcageError as exc:
             outcome = error_outcome(hook.label, str(exc), hook_id=hook.id)

@@ -220,6 +220,8 @@ class HookRun:
     sandbox: SandboxFacts | None = None
     image: str | None = None
     project_dir: str | None = None
+    stdout_truncated: bool = False
+    """hookcage cut stdout at its cap: the end the agent would have read is missing."""
 
     @property
     def finished(self) -> bool:

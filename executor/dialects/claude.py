@@ -187,6 +187,10 @@ class ClaudeDialect(Dialect):
         if not self.json_on_every_exit or not run.finished or not text.startswith("{") \
                 or spec.errors_fail or spec.answers_path:
             return super().parse_answer(spec, run)
+        if run.stdout_truncated:
+            # Cut at hookcage's cap: the agent would have read the whole document (and maybe a
+            # decision at its end), so it is not plain text: reported as a cut answer, as before.
+            return super().parse_answer(spec, run)
         if not text.endswith("}"):
             # "Starts with { but doesn't end with }: Claude Code treats it as plain text."
             base = super().parse_answer(spec, replace(run, stdout=b""))

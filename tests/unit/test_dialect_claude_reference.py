@@ -75,3 +75,13 @@ def test_braces_that_do_not_close_are_plain_text() -> None:
 
 def test_codebuddy_keeps_the_earlier_rule() -> None:
     assert read(1, DENY, dialect=CODEBUDDY).status == "error"
+
+
+def test_a_json_answer_cut_at_hookcages_cap_is_a_cut_answer_not_plain_text() -> None:
+    # The agent would have read the whole document (a decision may sit at its end): hookcage cut
+    # it, so "doesn't end with }" says nothing about the hook; the user is told, as before.
+    cut = b'{"a": "' + b"x" * 1000
+    o = CLAUDE.read_answer(PRE, "guard.py", 0, cut, b"", stdout_truncated=True)
+    assert o.status == "error" and "not valid JSON" in (o.error or "")
+    plain = read(0, cut)  # the same bytes, as the hook printed them whole: plain text
+    assert plain.status != "error"
