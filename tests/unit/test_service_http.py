@@ -497,6 +497,7 @@ def test_an_async_hook_is_counted_once_it_has_run_after_the_answer(service: Serv
     status, answer = service.dispatch(service.prompt())
     assert (status, answer["exit_code"], answer["stdout"]) == (200, 0, "{}\n")  # not awaited: no say
     wait_for(lambda: value(service.metrics(), "hookcage_hooks_total", outcome="blocked") == 1)
+    wait_for(lambda: len(service.log()) == 1)  # the run log is written as the executor closes, after
     [record] = service.log()
     assert record["async"] is True and classify(record) == "blocked"
     # The dispatch itself was answered without it.
