@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -60,8 +59,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
 from agents import Agent, ModelStandIn, ToolCall, claude_cli  # noqa: E402
+
+from executor.service.autostart import daemon_alive  # noqa: E402  (the pid in the socket lock)
 
 GUARD = '''"""PreToolUse (Bash): deny `rm -rf` (hookcage's agent-session benchmark)."""
 import json
@@ -136,24 +136,6 @@ def socket_owners(sock: Path) -> set[int]:
                         owners.add(int(proc.name))
                         break
     return owners
-
-
-def lock_holder(lock: Path) -> int | None:
-    """The pid written in a daemon's socket lock while it holds it (starting, serving or hung)."""
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            text = os.read(fd, 32).decode("ascii", "replace").strip()
-            return int(text) if text.isdigit() else None
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 def end(pid: int, grace: float = 20.0) -> None:
@@ -286,10 +268,10 @@ class Row:
             hookcage(self.env, self.tmp, "serve", "--stop")
         for pid in socket_owners(self.socket):
             end(pid)
-        holder = lock_holder(Path(f"{self.socket}.lock"))
+        holder = daemon_alive(str(self.socket))
         if holder:
             end(holder)
-        left = [f"daemon pid {pid}" for pid in {*socket_owners(self.socket), lock_holder(Path(f"{self.socket}.lock"))}
+        left = [f"daemon pid {pid}" for pid in {*socket_owners(self.socket), daemon_alive(str(self.socket))}
                 if pid]
         return left + ([f"socket {self.socket}"] if self.socket.exists() else [])
 
