@@ -15,7 +15,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -207,6 +207,22 @@ class Settings(BaseSettings):
     """Started containers kept ready across shapes, per sandbox profile."""
     pool_idle_timeout: float = Field(300.0, ge=5, le=86400)
     """Seconds a ready container waits for a hook before it exits (and a shape not asked for is forgotten)."""
+
+    daemon: Literal["auto", "off"] = "auto"
+    """``auto``: an event that finds no local daemon starts one; ``off``: never (a daemon that runs is
+    still used). ``$HOOKCAGE_DAEMON`` wins over ``config.toml``; read by the self-start itself
+    (:func:`executor.service.autostart.enabled`), which takes the same words."""
+
+    @field_validator("daemon", mode="before")
+    @classmethod
+    def _daemon_words(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            word = value.strip().lower()
+            if word in ("off", "0", "false", "no", "never"):
+                return "off"
+            if word in ("", "auto", "on", "1", "true", "yes"):
+                return "auto"
+        return value
 
     daemon_idle_timeout: float = Field(1200.0, ge=0, le=7 * 86400)
     """Seconds a self-started daemon waits without an event before it stops (0: never). Read when an

@@ -8,18 +8,26 @@ variables stripped) unless that environment names ``HOOKCAGE_DAEMON`` itself: th
 the self-start (``tests/integration/test_daemon_autostart.py``) set ``HOOKCAGE_DAEMON=auto``
 and stop every daemon they start. A daemon a test starts by hand (``hookcage serve``) is
 used as before.
+
+Under ``pytest-xdist`` (README's test command runs ``-n 4``) every worker is a test session of
+its own: it gets its own ``HOOKCAGE_TEST_SESSION`` (the controller's, which the workers inherit,
+is replaced), so that one worker's leftover sweeps never count or remove another's containers.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 SWITCH = "HOOKCAGE_DAEMON"
 
 os.environ[SWITCH] = "off"
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["HOOKCAGE_TEST_SESSION"] = uuid.uuid4().hex[:12]
 
 _popen_init = subprocess.Popen.__init__
 

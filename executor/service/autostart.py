@@ -49,6 +49,8 @@ import errno
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from executor import __version__
 from executor.core.envnames import PROJECT_DIR_VARS
@@ -78,12 +80,44 @@ STOP_WAIT = 60.0
 """Seconds ``hookcage serve --stop`` waits for the daemon to finish (hooks in flight end first)."""
 _BOOT = "import sys; sys.path[0] = sys.argv.pop(1); from executor.cli import main; main(sys.argv[1:])"
 """The daemon's ``-c`` program: this package's parent first on the path (not the working directory)."""
+T = TypeVar("T")
 _OFF = ("off", "0", "false", "no", "never")
+_ON = ("auto", "on", "1", "true", "yes")
 
 
 def enabled(environ: Mapping[str, str]) -> bool:
-    """Whether an event may start the daemon (``HOOKCAGE_DAEMON`` is not ``off``)."""
-    return environ.get(SWITCH_VAR, "").strip().lower() not in _OFF
+    """Whether an event may start the daemon: ``$HOOKCAGE_DAEMON``, else the setting ``daemon`` of
+    ``$HOOKCAGE_HOME/config.toml``, else of the managed ``config.toml``, is not ``off``.
+
+    Read only when no daemon answered (the files are not opened on the fast path). A value the
+    settings would refuse counts as unset here (``hookcage doctor`` names it).
+    """
+    value = environ.get(SWITCH_VAR, "").strip() or _config_value(environ, "daemon", _switch) or ""
+    return value.strip().lower() not in _OFF
+
+
+def _switch(value: object) -> str | None:
+    return value if isinstance(value, str) and value.strip().lower() in (*_OFF, *_ON) else None
+
+
+def _config_value(environ: Mapping[str, str], key: str, check: Callable[[object], T | None]) -> T | None:
+    """``check(value)`` of ``key`` in the first ``config.toml`` where it is valid (``check`` does not
+    answer None): the user's (``$HOOKCAGE_HOME``), then the managed one; None when neither has it."""
+    import tomllib  # only when no daemon answered
+
+    home = client.default_home(environ)
+    managed = os.path.expanduser(environ.get("HOOKCAGE_MANAGED_DIR") or "/etc/hookcage")
+    for folder in (home, managed):
+        if not folder:
+            continue
+        try:
+            with open(os.path.join(folder, "config.toml"), "rb") as handle:
+                found = check(tomllib.load(handle).get(key))
+        except (OSError, ValueError):
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 def _say(line: str) -> None:
@@ -118,21 +152,8 @@ def idle_timeout(environ: Mapping[str, str]) -> float:
     value = _number(environ[IDLE_VAR]) if environ.get(IDLE_VAR, "").strip() else None
     if value is not None:
         return value
-    import tomllib  # only when a daemon is started
-
-    home = client.default_home(environ)
-    managed = os.path.expanduser(environ.get("HOOKCAGE_MANAGED_DIR") or "/etc/hookcage")
-    for folder in (home, managed):
-        if not folder:
-            continue
-        try:
-            with open(os.path.join(folder, "config.toml"), "rb") as handle:
-                found = _number(tomllib.load(handle).get("daemon_idle_timeout"))
-        except (OSError, ValueError):
-            continue
-        if found is not None:
-            return found
-    return DEFAULT_IDLE_TIMEOUT
+    found = _config_value(environ, "daemon_idle_timeout", _number)
+    return DEFAULT_IDLE_TIMEOUT if found is None else found
 
 
 def daemon_argv(socket_path: str, idle: float, log: str) -> list[str]:

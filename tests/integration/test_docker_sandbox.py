@@ -396,11 +396,14 @@ def test_10_fork_bomb_is_stopped_by_the_pids_limit(sandbox: DockerSandbox, works
 
     thread = threading.Thread(target=bystander_hook)
     thread.start()
-    # The shell itself loops without forking so the bomb keeps going until the timeout.
+    # The bomb starts in a subshell: the hook's own shell forks once, before the bomb grows (dash
+    # forks both halves of `f|f&` itself: its second fork can lose the race to the first half's
+    # children and end the shell with "Cannot fork"), then loops without forking so the bomb keeps
+    # going until the timeout.
     result, elapsed = timed_run(
         sandbox,
         workspace,
-        "f(){ f|f& }; f; while :; do :; done",
+        "(f(){ f|f& }; f); while :; do :; done",
         timeout=3,
         options=SandboxOptions(pids=64),
     )

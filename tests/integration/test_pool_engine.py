@@ -39,6 +39,7 @@ from executor.sandbox.docker import (
     DockerSandbox,
     reap,
 )
+from executor.sandbox.docker.profile import relays_output
 from executor.sandbox.pool import POOL_LABEL, PooledDockerSandbox
 
 pytestmark = pytest.mark.docker
@@ -671,7 +672,14 @@ def test_a_container_that_dies_under_its_hook_is_reported_like_a_cold_one(
     # The hook kills the bootstrap: no end marker will come; the stream ends
     # with the container, whose state says how it ended.
     began = time.monotonic()
-    result = warm_run(make_pool(), request(workspace, "echo before; kill -KILL $PPID; sleep 5"))
+    pool = make_pool()
+    result = warm_run(pool, request(workspace, "echo before; kill -KILL $PPID; sleep 5"))
     assert time.monotonic() - began < 4
     assert result.exit_code == 137 and not result.timed_out and not result.oom_killed
-    assert result.stdout == b"before\n"
+    if relays_output(pool.profile):
+        # Under gVisor the hook's output goes through the bootstrap's relay (sandbox/relay.py), which
+        # dies with it: what was in flight may be lost, and the run then says its streams were cut
+        # (as test_docker_sandbox's test_14e holds for every backend).
+        assert result.stdout == b"before\n" or (result.stdout == b"" and result.stdout_truncated)
+    else:
+        assert result.stdout == b"before\n"

@@ -16,9 +16,46 @@ from executor.settings import load_settings
 
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("auto", True), ("", True), ("off", False),
                                             ("OFF", False), ("0", False), ("no", False)])
-def test_the_switch(value: str | None, on: bool) -> None:
-    env = {} if value is None else {autostart.SWITCH_VAR: value}
+def test_the_switch(tmp_path: Path, value: str | None, on: bool) -> None:
+    env = {"HOOKCAGE_HOME": str(tmp_path), "HOOKCAGE_MANAGED_DIR": str(tmp_path / "managed")}
+    if value is not None:
+        env[autostart.SWITCH_VAR] = value
     assert autostart.enabled(env) is on
+
+
+@pytest.mark.parametrize(
+    ("variable", "user", "managed", "on"),
+    [
+        (None, 'daemon = "off"', None, False),
+        (None, None, 'daemon = "off"', False),
+        (None, 'daemon = "auto"', 'daemon = "off"', True),  # the user's file first, as the settings
+        ("auto", 'daemon = "off"', None, True),  # the variable wins over the files
+        ("off", 'daemon = "auto"', None, False),
+        (None, 'daemon = "sometimes"', 'daemon = "off"', False),  # refused by the settings: unset here
+        (None, "daemon = 0", None, True),
+    ],
+)
+def test_the_switch_is_also_the_setting_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str | None, user: str | None, managed: str | None,
+    on: bool,
+) -> None:
+    home, managed_dir = tmp_path / "home", tmp_path / "managed"
+    home.mkdir()
+    managed_dir.mkdir()
+    for folder, text in ((home, user), (managed_dir, managed)):
+        if text is not None:
+            (folder / "config.toml").write_text(text + "\n")
+    env = {"HOOKCAGE_HOME": str(home), "HOOKCAGE_MANAGED_DIR": str(managed_dir)}
+    if variable is not None:
+        env[autostart.SWITCH_VAR] = variable
+    assert autostart.enabled(env) is on
+    if user != 'daemon = "sometimes"' and user != "daemon = 0":  # the settings name those instead
+        for name in list(os.environ):
+            if name.startswith("HOOKCAGE_"):
+                monkeypatch.delenv(name)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert load_settings().daemon == ("auto" if on else "off")
 
 
 @pytest.mark.parametrize(

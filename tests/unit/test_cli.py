@@ -401,7 +401,9 @@ def test_hookcage_dispatch_inside_a_hook_answers_at_once(cli: Cli) -> None:
     assert "called from inside a hook" in proc.stderr
 
 
-@pytest.mark.parametrize("value", ["1", "true", f"{os.getpid()}:0:{'0' * 32}"])
+@pytest.mark.parametrize(
+    "value", ["1", "true", f"{os.getpid()}:0:{'0' * 32}"], ids=["1", "true", "this-pid-marker"]
+)
 def test_in_hook_set_in_the_agents_environment_silences_no_hook(cli: Cli, tmp_path: Path, value: str) -> None:
     """The attack: a repository's `env` (applied by the agent) sets HOOKCAGE_IN_HOOK, or a hook's value
     is copied there, to switch hookcage off. The managed guard and the user's hook still run."""

@@ -433,7 +433,11 @@ def test_a_hook_calling_hookcage_is_answered_at_once(service: FakeService, tmp_p
     assert service.received == []
 
 
-@pytest.mark.parametrize("value", ["1", "yes", f"{os.getpid()}:3:{'0' * 32}", "1:0:" + "a" * 32])
+@pytest.mark.parametrize(
+    "value",
+    ["1", "yes", f"{os.getpid()}:3:{'0' * 32}", "1:0:" + "a" * 32],
+    ids=["1", "yes", "this-pid-marker", "pid-1-marker"],  # the same ids in every xdist worker
+)
 def test_an_agent_environment_that_says_in_hook_is_answered_by_the_service(
     service: FakeService, tmp_path: Path, value: str
 ) -> None:
