@@ -8,6 +8,9 @@
   after it is removed, and the test FAILS (the code under test leaked it).
   The same sweep runs for the whole session when it ends.
 - ``workspace``: a small project directory a container user can read.
+- every docker test holds a turn on the engine while it runs (``engine_turns``): shared
+  with the other workers' tests, or exclusive for a test marked ``alone`` (one that
+  observes the engine as a whole: the host's disk, ``reap`` of every session, a benchmark).
 
 Several test sessions may share one engine (developers, CI jobs). The sweeps
 therefore never touch what existed before, nor what belongs to another
@@ -31,6 +34,7 @@ from typing import Any
 
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
 import pytest
+from engine_turns import turn
 from support import POOL_OWNERS, TEST_SESSION_ENV, use_hook_runtime
 
 from executor.errors import HookcageError, SandboxError
@@ -113,7 +117,8 @@ def docker_api() -> Iterator[Any]:
         client = default_client(timeout=30)
     except SandboxError as exc:
         _unavailable(f"Docker engine unreachable: {exc}")
-    reap(client)  # what earlier sessions left and is surely over
+    with turn(alone=False):  # never while a test that is alone on the engine runs
+        reap(client)  # what earlier sessions left and is surely over
     before, since = set(_managed(client)), time.time()
     yield client
     try:
@@ -159,9 +164,10 @@ def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     client = request.getfixturevalue("docker_api")
-    before, since = set(_managed(client)), time.time()
-    yield
-    left = remove_leftovers(client, before, since)
+    with turn(alone=request.node.get_closest_marker("alone") is not None):
+        before, since = set(_managed(client)), time.time()
+        yield
+        left = remove_leftovers(client, before, since)
     if left:
         pytest.fail(f"the test left containers behind: {', '.join(left)}")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.alone]  # it times the engine: nothing else on it meanwhile
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench.py"
 

@@ -271,6 +271,7 @@ def test_03_root_filesystem_is_read_only(sandbox: DockerSandbox, workspace: Path
     assert b"Read-only file system" in result.stderr or b"Permission denied" in result.stderr
 
 
+@pytest.mark.alone  # it reads the host's disk usage: no other test may write meanwhile
 def test_04_filling_tmp_stops_at_the_tmpfs_cap(sandbox: DockerSandbox, workspace: Path) -> None:
     docker_root = "/var/lib/docker" if os.path.isdir("/var/lib/docker") else "/"
     before = shutil.disk_usage(docker_root).used
@@ -947,6 +948,7 @@ def make_container(docker_api: Any, image: str, command: str, expires: float | N
     return str(created["Id"])
 
 
+@pytest.mark.alone  # its expired containers are any session's to reap (hookcage gc, a session's start)
 def test_reap_removes_runs_that_are_over_and_keeps_live_ones(
     docker_api: Any, runner_image: str
 ) -> None:
