@@ -9,9 +9,11 @@ the self-start (``tests/integration/test_daemon_autostart.py``) set ``HOOKCAGE_D
 and stop every daemon they start. A daemon a test starts by hand (``hookcage serve``) is
 used as before.
 
-Under ``pytest-xdist`` (README's test command runs ``-n 4``) every worker is a test session of
-its own: it gets its own ``HOOKCAGE_TEST_SESSION`` (the controller's, which the workers inherit,
-is replaced), so that one worker's leftover sweeps never count or remove another's containers.
+Under ``pytest-xdist`` (README's test command runs ``-n 4``, ``--dist loadfile``: a module's tests
+on one worker) every worker is a test session of its own: it gets its own
+``HOOKCAGE_TEST_SESSION`` (the controller's, which the workers inherit, is replaced), so that one
+worker's leftover sweeps never count or remove another's containers; the controller names the
+folder of the engine's turn locks (``tests/integration/engine_turns.py``) the workers share.
 """
 
 from __future__ import annotations
@@ -38,27 +40,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 else:  # the controller (or the only process): its workers inherit the folder
     os.environ[TURNS_ENV] = os.path.join(tempfile.gettempdir(), f"hookcage-test-turns-{uuid.uuid4().hex[:12]}")
 
-GROUPS = {
-    # compose.yaml's `docker-compose build` (test_ci_recipes) and `hookcage image build --service`
-    # (test_compose) make the same images: one after the other, on one worker.
-    "tests/integration/test_ci_recipes.py": "service-images",
-    "tests/integration/test_compose.py": "service-images",
-}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup``: an integration module's tests stay on one worker (its module
-    fixtures, a daemon or a Podman service, start once), unit tests spread one by one."""
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        if module.startswith("tests/integration/") and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(GROUPS.get(module, module)))
-
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         shutil.rmtree(os.environ.get(TURNS_ENV, ""), ignore_errors=True)
+
 
 _popen_init = subprocess.Popen.__init__
 

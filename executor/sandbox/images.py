@@ -1557,6 +1557,53 @@ def runner_image_current(client: Client, context: Path | None = None) -> bool:
     return found[1].get(INPUTS_LABEL) == runner_inputs(context or runner_context())
 
 
+BUILD_TURN_WAIT = 3600.0
+"""Seconds a build waits for another build of the same images on this machine before it fails."""
+
+
+@contextlib.contextmanager
+def build_turn(name: str, log: Log) -> Iterator[None]:
+    """One build of ``name``'s images at a time on this machine, per user (a lock file).
+
+    Two builds at once (two CI jobs on one runner, ``hookcage demo`` beside ``hookcage image
+    build``) would both find the image missing or stale and both build it: the second tag wins,
+    and the first caller goes on with an id that is no longer the tag's. Under the turn, the
+    second finds the image the first built current and builds nothing. The lock lives in
+    ``$TMPDIR/hookcage-builds-UID/`` (0700, this user's; the builds of one user share it
+    whatever their ``HOME`` or ``HOOKCAGE_HOME``); a folder there that is not this user's own
+    directory is not used (the build then goes on without a turn).
+    """
+    from filelock import FileLock, Timeout
+
+    folder = Path(tempfile.gettempdir()) / f"hookcage-builds-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+        usable = os.path.isdir(folder) and not folder.is_symlink() and info.st_uid == os.getuid()
+    except OSError:
+        usable = False
+    if not usable:
+        log(f"warning: {folder} is not this user's own folder: building without waiting for other builds")
+        yield
+        return
+    lock = FileLock(str(folder / f"{name}.lock"), mode=0o600)
+    try:
+        lock.acquire(timeout=1)
+    except Timeout:
+        log(f"another build of the {name} image runs on this machine: waiting for it to end")
+        try:
+            lock.acquire(timeout=BUILD_TURN_WAIT)
+        except Timeout:
+            raise ImageBuildError(
+                f"another build of the {name} image on this machine has held {folder / (name + '.lock')} "
+                f"for over {BUILD_TURN_WAIT / 60:.0f} minutes: wait for it, or end it and run the build again"
+            ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def build_runner_image(
     client: Client | None = None,
     *,
@@ -1605,56 +1652,57 @@ def build_runner_image(
     engine: Any = _connect() if client is None else client
     started = time.monotonic()
     try:
-        context = context or runner_context()
-        inputs = runner_inputs(context)
-        found = _image_labels(engine, RUNNER_IMAGE)
-        if found is not None and not (force or rebuild):
-            existing, labels = found
-            if labels.get(INPUTS_LABEL) == inputs:
-                log(f"{RUNNER_IMAGE} is present ({existing[:19]}); nothing to build")
-                return existing
-            log(
-                f"{RUNNER_IMAGE} ({existing[:19]}) was built from other inputs "
-                "(package list, tool pins or Dockerfile): building it again"
-            )
-        previous: list[str | None] = [None if found is None else found[0]]
-        use_offline = offline
-        if use_offline is None:
-            use_offline = not _choose_online(engine, log)
-        machine = engine_machine(engine)
-        with tempfile.TemporaryDirectory(prefix="hookcage-context-") as scratch:
-            # The wheels first: a missing one fails in seconds, before any debootstrap.
-            build_context = prepare_context(context, Path(scratch) / "runner", machine, log=log)
-            if use_offline:
-                previous.append(_image_id(engine, BASE_IMAGE))
-                base_id = build_base_image(
-                    engine, mirror=mirror, force=force, context=context, log=log
+        with build_turn("runner", log):
+            context = context or runner_context()
+            inputs = runner_inputs(context)
+            found = _image_labels(engine, RUNNER_IMAGE)
+            if found is not None and not (force or rebuild):
+                existing, labels = found
+                if labels.get(INPUTS_LABEL) == inputs:
+                    log(f"{RUNNER_IMAGE} is present ({existing[:19]}); nothing to build")
+                    return existing
+                log(
+                    f"{RUNNER_IMAGE} ({existing[:19]}) was built from other inputs "
+                    "(package list, tool pins or Dockerfile): building it again"
                 )
-                base = BASE_IMAGE
-                explicit_mirror = None  # nothing is installed during the build: no network
-            else:
-                if not image_exists(engine, SLIM_IMAGE):
-                    _pull_slim(engine, log)
-                base, base_id = SLIM_IMAGE, None
-                explicit_mirror = mirror or os.environ.get(MIRROR_ENV)
-            image_id = _docker_build(
-                engine,
-                build_context,
-                base,
-                offline=use_offline,
-                nocache=force,
-                mirror=explicit_mirror,
-                inputs=inputs,
-                log=log,
+            previous: list[str | None] = [None if found is None else found[0]]
+            use_offline = offline
+            if use_offline is None:
+                use_offline = not _choose_online(engine, log)
+            machine = engine_machine(engine)
+            with tempfile.TemporaryDirectory(prefix="hookcage-context-") as scratch:
+                # The wheels first: a missing one fails in seconds, before any debootstrap.
+                build_context = prepare_context(context, Path(scratch) / "runner", machine, log=log)
+                if use_offline:
+                    previous.append(_image_id(engine, BASE_IMAGE))
+                    base_id = build_base_image(
+                        engine, mirror=mirror, force=force, context=context, log=log
+                    )
+                    base = BASE_IMAGE
+                    explicit_mirror = None  # nothing is installed during the build: no network
+                else:
+                    if not image_exists(engine, SLIM_IMAGE):
+                        _pull_slim(engine, log)
+                    base, base_id = SLIM_IMAGE, None
+                    explicit_mirror = mirror or os.environ.get(MIRROR_ENV)
+                image_id = _docker_build(
+                    engine,
+                    build_context,
+                    base,
+                    offline=use_offline,
+                    nocache=force,
+                    mirror=explicit_mirror,
+                    inputs=inputs,
+                    log=log,
+                )
+            remove_superseded(engine, previous, keep={image_id, base_id}, log=log)
+            with _engine_errors(f"inspecting {RUNNER_IMAGE}"):
+                size = int(_api(engine).inspect_image(image_id).get("Size", 0))
+            log(
+                f"built {RUNNER_IMAGE} ({image_id[:19]}, {size / 1e6:.1f} MB) "
+                f"in {time.monotonic() - started:.0f} s"
             )
-        remove_superseded(engine, previous, keep={image_id, base_id}, log=log)
-        with _engine_errors(f"inspecting {RUNNER_IMAGE}"):
-            size = int(_api(engine).inspect_image(image_id).get("Size", 0))
-        log(
-            f"built {RUNNER_IMAGE} ({image_id[:19]}, {size / 1e6:.1f} MB) "
-            f"in {time.monotonic() - started:.0f} s"
-        )
-        return image_id
+            return image_id
     finally:
         if own_client:
             engine.close()

@@ -59,6 +59,7 @@ from executor.sandbox.images import (
     Client,
     ImageBuildError,
     build_runner_image,
+    build_turn,
     docker_build,
     engine_machine,
     inspect_image,
@@ -522,33 +523,34 @@ def build_service_images(
     engine: Any = default_client(timeout=1800) if client is None else client
     started = time.monotonic()
     try:
-        runner_id = build_runner_image(engine, offline=offline, mirror=mirror, log=log)
-        machine = engine_machine(engine)
-        pins = dependency_pins(_project_requirements(root))
-        present = _current_ids(engine, service_inputs(root, runner_id, machine, pins))
-        if present is not None and not (rebuild or force):
-            log(f"{SERVICE_IMAGE} and {AGENT_IMAGE} are present and current; nothing to build")
-            return present
-        previous = [(inspect_image(engine, tag) or {}).get("Id") for tag in (SERVICE_IMAGE, AGENT_IMAGE)]
-        if present is None and any(previous):
-            log("the service images were built from other inputs (sources, dependencies, "
-                "Dockerfiles or runner): building them again")
-        with tempfile.TemporaryDirectory(prefix="hookcage-service-") as scratch:
-            service, agent, snapshot = prepare_contexts(root, Path(scratch), machine, pins,
-                                                        environ=environ, log=log)
-            inputs = service_inputs(snapshot, runner_id, machine, pins)
-            buildargs = {"RUNNER": RUNNER_IMAGE, "VERSION": __version__}
-            ids = []
-            for tag, context in ((SERVICE_IMAGE, service), (AGENT_IMAGE, agent)):
-                log(f"docker build {context.name} FROM {RUNNER_IMAGE} -> {tag} (no network)")
-                ids.append(docker_build(engine, context, tag=tag, buildargs=buildargs,
-                                        labels={INPUTS_LABEL: inputs}, offline=True,
-                                        nocache=force, log=log))
-        remove_superseded(engine, previous, keep={*ids, None}, log=log)
-        sizes = [int((inspect_image(engine, image_id) or {}).get("Size", 0)) for image_id in ids]
-        log(f"built {SERVICE_IMAGE} ({ids[0][:19]}, {sizes[0] / 1e6:.1f} MB) and {AGENT_IMAGE} "
-            f"({ids[1][:19]}, {sizes[1] / 1e6:.1f} MB) in {time.monotonic() - started:.0f} s")
-        return ids[0], ids[1]
+        with build_turn("service", log):
+            runner_id = build_runner_image(engine, offline=offline, mirror=mirror, log=log)
+            machine = engine_machine(engine)
+            pins = dependency_pins(_project_requirements(root))
+            present = _current_ids(engine, service_inputs(root, runner_id, machine, pins))
+            if present is not None and not (rebuild or force):
+                log(f"{SERVICE_IMAGE} and {AGENT_IMAGE} are present and current; nothing to build")
+                return present
+            previous = [(inspect_image(engine, tag) or {}).get("Id") for tag in (SERVICE_IMAGE, AGENT_IMAGE)]
+            if present is None and any(previous):
+                log("the service images were built from other inputs (sources, dependencies, "
+                    "Dockerfiles or runner): building them again")
+            with tempfile.TemporaryDirectory(prefix="hookcage-service-") as scratch:
+                service, agent, snapshot = prepare_contexts(root, Path(scratch), machine, pins,
+                                                            environ=environ, log=log)
+                inputs = service_inputs(snapshot, runner_id, machine, pins)
+                buildargs = {"RUNNER": RUNNER_IMAGE, "VERSION": __version__}
+                ids = []
+                for tag, context in ((SERVICE_IMAGE, service), (AGENT_IMAGE, agent)):
+                    log(f"docker build {context.name} FROM {RUNNER_IMAGE} -> {tag} (no network)")
+                    ids.append(docker_build(engine, context, tag=tag, buildargs=buildargs,
+                                            labels={INPUTS_LABEL: inputs}, offline=True,
+                                            nocache=force, log=log))
+            remove_superseded(engine, previous, keep={*ids, None}, log=log)
+            sizes = [int((inspect_image(engine, image_id) or {}).get("Size", 0)) for image_id in ids]
+            log(f"built {SERVICE_IMAGE} ({ids[0][:19]}, {sizes[0] / 1e6:.1f} MB) and {AGENT_IMAGE} "
+                f"({ids[1][:19]}, {sizes[1] / 1e6:.1f} MB) in {time.monotonic() - started:.0f} s")
+            return ids[0], ids[1]
     finally:
         if own_client:
             engine.close()

@@ -944,17 +944,23 @@ class Daemon:
                 "idle": round(life.idle_for(), 3), "requests": life.requests,
                 "log_file": str(self.log_file) if self.log_file else None, "retiring": self._retiring}
 
-    def warm(self) -> None:
-        """Build the default backend's sandbox (docker) for the daemon's own settings now (engine connection, reap),
-        and remove what killed processes left (staging folders, containers of dead owners)."""
+    def warm(self) -> Any:
+        """Build the default backend's sandbox (docker) for the daemon's own settings now (engine connection,
+        reap); the sandbox, or None when it cannot be built (said in the log)."""
+        try:
+            return self.shared_sandbox(SandboxOptions().backend, load_settings())
+        except HookcageError as exc:
+            logger.warning("no docker sandbox prepared: %s", exc)
+            return None
+
+    def sweep(self, sandbox: Any) -> None:
+        """Remove what killed processes left: staging folders, containers of dead owners (best effort).
+
+        Run in a thread once the daemon answers: the first event (the one that started the daemon)
+        does not wait for it. It removes only what belongs to processes that are gone."""
         with contextlib.suppress(OSError):
             if (self.home / staging.STAGING).is_dir() and (count := staging.sweep(self.home / staging.STAGING)):
                 logger.info("removed %d staging folder(s) of processes that are gone", count)
-        try:
-            sandbox = self.shared_sandbox(SandboxOptions().backend, load_settings())
-        except HookcageError as exc:
-            logger.warning("no docker sandbox prepared: %s", exc)
-            return
         client = getattr(sandbox, "client", None)
         if client is not None:
             try:
@@ -1047,7 +1053,7 @@ class Daemon:
 
         Args:
             log_level: what goes to stderr.
-            warm: prepare the docker sandbox and reap what killed processes left, first.
+            warm: prepare the docker sandbox first; once answering, sweep what killed processes left (a thread).
             remote: also answer on TCP, in remote mode (:mod:`executor.service.remote`).
             idle_timeout: stop after this many seconds with nothing in flight (0: never).
             log_file: append the log (and stdout, stderr) to this file instead of stderr.
@@ -1105,14 +1111,15 @@ class Daemon:
         try:
             if remote is not None:
                 tcp = remote.bind()
-            if warm:
-                self.warm()
+            sandbox = self.warm() if warm else None
             config = uvicorn.Config(self.app, log_level=log_level, access_log=False, lifespan="on",
                                     http="h11", loop="asyncio", ws="none")
             logger.info("hookcage %s answering on %s (pid %d%s)", __version__, self.socket_path, os.getpid(),
                         f", stops after {idle_timeout:g} s idle" if idle_timeout else "")
             self.lifetime.start()
             self._ready()  # listening already: a caller that connects now is answered once uvicorn runs
+            if warm:
+                threading.Thread(target=self.sweep, args=(sandbox,), name="hookcage-sweep", daemon=True).start()
             if remote is None or tcp is None:
                 server = uvicorn.Server(config)
                 self._serving(server)
