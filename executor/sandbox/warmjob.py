@@ -28,7 +28,7 @@ END_PREFIX = b"hookcage-end "
 BOOTSTRAP = r"""
 unset _hc_idle _hc_l _hc_n _hc_v _hc_i _hc_e _hc_k _hc_x _hc_mp _hc_ok _hc_out
 unset _hc_nonce _hc_nenv _hc_nin _hc_d _hc_c _hc_rc _hc_oom _hc_f _hc_o _hc_ov
-unset _hc_w _hc_wt _hc_wf
+unset _hc_w _hc_wt _hc_wf _hc_ws
 unset """ + RELAY_VARIABLES + r"""
 _hc_o=${OLDPWD+set}
 _hc_ov=${OLDPWD-}
@@ -50,10 +50,15 @@ if command -v mkfifo >/dev/null 2>&1 && command -v sleep >/dev/null 2>&1 \
         _hc_x=
         if command -v timeout >/dev/null 2>&1; then
             _hc_x=$(timeout "$_hc_idle" /bin/sh -c 'IFS= read -r s && printf %s "$s"')
+            _hc_ws=$?
         else
             IFS= read -r _hc_x
+            _hc_ws=124
         fi
-        case $_hc_x in '' | *[!0-9]*) kill -9 $$; exit 0 ;; esac
+        case $_hc_x in '' | *[!0-9]*)
+            case $_hc_ws in 124 | 137 | 143) kill -9 $$ ;; esac
+            exit 0 ;;
+        esac
         sleep "$_hc_x" && read -r _hc_x </proc/1/comm \
             && { [ "$_hc_x" = docker-init ] || [ "$_hc_x" = podman-init ]; } && kill -9 -1
     ) <&5 >/dev/null 2>&1 &
@@ -191,8 +196,12 @@ subshell reading from a FIFO that the bootstrap holds open (made in
 ``/tmp``, opened at both ends, then unlinked: nothing is left in ``/tmp``
 for the hook to see). The watch waits for one line under ``timeout``
 (coreutils and busybox have it): none within ``idle_timeout`` seconds
-(no job came) and it kills the bootstrap, so that the container exits by
-itself; given the job's watch seconds, it sleeps them, then kills every
+(no job came: coreutils' ``timeout`` says 124, busybox's 143) and it kills
+the bootstrap, so that the container exits by itself; a watch that could
+not read its line for another reason (a hook whose fork bomb left it no
+process to start: ``timeout`` could not fork its reader, 125) only ends,
+and the job's deadline is then the pool's on the host, as it is whenever
+the watch cannot start its ``sleep``; given the job's watch seconds, it sleeps them, then kills every
 process of the container (``kill -9 -1``, only when pid 1 is the engine's
 init), as the cold path's ``docker.self_ending`` does. The bootstrap reads
 the job straight from its stdin (its end, when the pool's process dies,

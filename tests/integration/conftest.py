@@ -157,6 +157,16 @@ def hook_runtime(request: pytest.FixtureRequest, docker_api: Any, monkeypatch: p
     return use_hook_runtime(str(request.param), docker_api, monkeypatch)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    """A module's or session's fixture is set up under a shared turn on the engine (its images,
+    services and pools are made while no ``alone`` test runs)."""
+    if fixturedef.scope == "function":
+        return (yield)
+    with turn(alone=False):
+        return (yield)
+
+
 @pytest.fixture(autouse=True)
 def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail a docker test that leaves a hookcage-managed container behind."""

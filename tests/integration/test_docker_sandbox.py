@@ -388,6 +388,7 @@ def test_09_docker_socket_is_absent(sandbox: DockerSandbox, workspace: Path) -> 
     assert b"FileNotFoundError" in result.stderr
 
 
+@pytest.mark.alone  # a fork bomb loads the machine, and the kill is bounded in time
 def test_10_fork_bomb_is_stopped_by_the_pids_limit(sandbox: DockerSandbox, workspace: Path) -> None:
     bystander: list[RunResult] = []
 
@@ -431,6 +432,7 @@ def test_11_memory_hog_is_oom_killed_without_swap(sandbox: DockerSandbox, worksp
         assert limits == [str(64 * MiB), str(64 * MiB)]
 
 
+@pytest.mark.alone  # the kill at the timeout is bounded in time
 def test_12_busy_loop_is_killed_at_the_timeout(sandbox: DockerSandbox, workspace: Path) -> None:
     result, elapsed = timed_run(sandbox, workspace, "echo started; while :; do :; done", timeout=2)
     assert result.timed_out is True
@@ -447,6 +449,7 @@ def test_12_busy_loop_is_killed_at_the_timeout(sandbox: DockerSandbox, workspace
         "(sleep 9999 &); echo detached",
     ],
 )
+@pytest.mark.alone  # the run's end is bounded in time
 def test_13_background_children_do_not_hang_the_run(
     sandbox: DockerSandbox, workspace: Path, docker_api: Any, command: str
 ) -> None:
@@ -589,15 +592,16 @@ def host_ssh_canary() -> Iterator[tuple[Path, str]]:
     ssh = home / ".ssh"
     created_dir = not ssh.exists()
     ssh.mkdir(mode=0o700, exist_ok=True)
-    canary_file = ssh / "hookcage_canary"
     canary = f"canary-{secrets.token_hex(8)}"
+    canary_file = ssh / f"hookcage_{canary}"  # one per test: other test sessions may plant theirs
     canary_file.write_text(canary)
     try:
         yield home, canary
     finally:
         canary_file.unlink()
         if created_dir:
-            ssh.rmdir()
+            with contextlib.suppress(OSError):  # another session's canary may still be in it
+                ssh.rmdir()
 
 
 @pytest.mark.parametrize("user", [None, "0:0"], ids=["default-user", "container-root"])
@@ -617,7 +621,7 @@ def test_17_host_home_secrets_are_not_present(
                 # find, not ls: Debian's runsc fails coreutils' ls (statx), which would hide what is there.
                 command=f"for d in {home}/.ssh {home}/.aws {home}/.config /root/.ssh /home; do "
                 'test -e "$d" && find "$d" -mindepth 1 -maxdepth 1 | sed "s|^|$d: |"; done; '
-                f"cat {home}/.ssh/hookcage_canary; grep -rs {canary} / --exclude-dir=proc --exclude-dir=sys",
+                f"cat {home}/.ssh/hookcage_canary*; grep -rs {canary} / --exclude-dir=proc --exclude-dir=sys",
                 project_dir=str(workspace),
                 cwd=str(workspace),
                 timeout=90,  # reading every file of the image through gVisor's gofer is slow on a loaded machine
