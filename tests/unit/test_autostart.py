@@ -14,6 +14,30 @@ from executor.service import autostart, client
 from executor.settings import load_settings
 
 
+def config_homes(tmp_path: Path, user: str | None, managed: str | None, variable: tuple[str, str | None]) -> dict[str, str]:
+    """A user's and a managed folder with these ``config.toml`` lines (None: no file), and the
+    environment naming them (plus ``variable``'s name and value, when the value is not None)."""
+    home, managed_dir = tmp_path / "home", tmp_path / "managed"
+    home.mkdir()
+    managed_dir.mkdir()
+    for folder, text in ((home, user), (managed_dir, managed)):
+        if text is not None:
+            (folder / "config.toml").write_text(text + "\n")
+    env = {"HOOKCAGE_HOME": str(home), "HOOKCAGE_MANAGED_DIR": str(managed_dir)}
+    if variable[1] is not None:
+        env[variable[0]] = variable[1]
+    return env
+
+
+def as_the_settings_see_it(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's environment is ``env`` as far as hookcage's variables go."""
+    for name in list(os.environ):
+        if name.startswith("HOOKCAGE_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("auto", True), ("", True), ("off", False),
                                             ("OFF", False), ("0", False), ("no", False)])
 def test_the_switch(tmp_path: Path, value: str | None, on: bool) -> None:
@@ -39,22 +63,10 @@ def test_the_switch_is_also_the_setting_daemon(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str | None, user: str | None, managed: str | None,
     on: bool,
 ) -> None:
-    home, managed_dir = tmp_path / "home", tmp_path / "managed"
-    home.mkdir()
-    managed_dir.mkdir()
-    for folder, text in ((home, user), (managed_dir, managed)):
-        if text is not None:
-            (folder / "config.toml").write_text(text + "\n")
-    env = {"HOOKCAGE_HOME": str(home), "HOOKCAGE_MANAGED_DIR": str(managed_dir)}
-    if variable is not None:
-        env[autostart.SWITCH_VAR] = variable
+    env = config_homes(tmp_path, user, managed, (autostart.SWITCH_VAR, variable))
     assert autostart.enabled(env) is on
     if user != 'daemon = "sometimes"' and user != "daemon = 0":  # the settings name those instead
-        for name in list(os.environ):
-            if name.startswith("HOOKCAGE_"):
-                monkeypatch.delenv(name)
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
+        as_the_settings_see_it(env, monkeypatch)
         assert load_settings().daemon == ("auto" if on else "off")
 
 
@@ -72,20 +84,8 @@ def test_the_idle_timeout_is_the_setting_as_the_settings_read_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str | None, user: str | None, managed: str | None,
     expected: float,
 ) -> None:
-    home, managed_dir = tmp_path / "home", tmp_path / "managed"
-    home.mkdir()
-    managed_dir.mkdir()
-    for folder, text in ((home, user), (managed_dir, managed)):
-        if text is not None:
-            (folder / "config.toml").write_text(text + "\n")
-    env = {"HOOKCAGE_HOME": str(home), "HOOKCAGE_MANAGED_DIR": str(managed_dir)}
-    if variable is not None:
-        env[autostart.IDLE_VAR] = variable
-    for name in list(os.environ):
-        if name.startswith("HOOKCAGE_"):
-            monkeypatch.delenv(name)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    env = config_homes(tmp_path, user, managed, (autostart.IDLE_VAR, variable))
+    as_the_settings_see_it(env, monkeypatch)
     assert autostart.idle_timeout(env) == expected == load_settings().daemon_idle_timeout
 
 
