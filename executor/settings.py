@@ -28,6 +28,7 @@ from pydantic_settings import (
 )
 
 from executor import filecache
+from executor.core.envnames import DAEMON_OFF_WORDS, DAEMON_ON_WORDS
 from executor.errors import ConfigError
 
 DEFAULT_MANAGED_DIR = Path("/etc/hookcage")
@@ -218,9 +219,9 @@ class Settings(BaseSettings):
     def _daemon_words(cls, value: Any) -> Any:
         if isinstance(value, str):
             word = value.strip().lower()
-            if word in ("off", "0", "false", "no", "never"):
+            if word in DAEMON_OFF_WORDS:
                 return "off"
-            if word in ("", "auto", "on", "1", "true", "yes"):
+            if not word or word in DAEMON_ON_WORDS:
                 return "auto"
         return value
 

@@ -27,3 +27,8 @@ project root, where the agent runs and resolves it."""
 IN_HOOK_VAR = "HOOKCAGE_IN_HOOK"
 """Set in every hook's environment: a ``hookcage dispatch`` that sees it answers
 at once without running anything (no configuration can make hookcage call itself)."""
+
+DAEMON_OFF_WORDS = ("off", "0", "false", "no", "never")
+"""What ``HOOKCAGE_DAEMON`` and the setting ``daemon`` take for ``off`` (the self-start never starts one)."""
+DAEMON_ON_WORDS = ("auto", "on", "1", "true", "yes")
+"""What they take for ``auto`` (an event that finds no daemon starts one)."""

@@ -201,8 +201,8 @@ the bootstrap, so that the container exits by itself; a watch that could
 not read its line for another reason (a hook whose fork bomb left it no
 process to start: ``timeout`` could not fork its reader, 125) only ends,
 and the job's deadline is then the pool's on the host, as it is whenever
-the watch cannot start its ``sleep``; given the job's watch seconds, it sleeps them, then kills every
-process of the container (``kill -9 -1``, only when pid 1 is the engine's
+the watch cannot start its ``sleep``; given the job's watch seconds, it
+sleeps them, then kills every process of the container (``kill -9 -1``, only when pid 1 is the engine's
 init), as the cold path's ``docker.self_ending`` does. The bootstrap reads
 the job straight from its stdin (its end, when the pool's process dies,
 ends the bootstrap) and hands the watch its seconds with a ``printf`` into

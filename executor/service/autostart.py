@@ -49,16 +49,17 @@ import errno
 import os
 import sys
 import time
-from collections.abc import Callable
-from typing import TypeVar
 
 from executor import __version__
-from executor.core.envnames import PROJECT_DIR_VARS
+from executor.core.envnames import DAEMON_OFF_WORDS, DAEMON_ON_WORDS, PROJECT_DIR_VARS
 from executor.service import client
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 SWITCH_VAR = "HOOKCAGE_DAEMON"
 """``auto`` (the default): an event with no daemon starts one; ``off``: never (one that runs is used)."""
@@ -80,9 +81,8 @@ STOP_WAIT = 60.0
 """Seconds ``hookcage serve --stop`` waits for the daemon to finish (hooks in flight end first)."""
 _BOOT = "import sys; sys.path[0] = sys.argv.pop(1); from executor.cli import main; main(sys.argv[1:])"
 """The daemon's ``-c`` program: this package's parent first on the path (not the working directory)."""
-T = TypeVar("T")
-_OFF = ("off", "0", "false", "no", "never")
-_ON = ("auto", "on", "1", "true", "yes")
+_OFF = DAEMON_OFF_WORDS
+_ON = DAEMON_ON_WORDS
 
 
 def enabled(environ: Mapping[str, str]) -> bool:
