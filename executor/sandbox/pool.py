@@ -148,7 +148,9 @@ from executor.sandbox.warmjob import (
     JobReader,
     bootstrap_command,
     encode_job,
+    job_environment,
     mountinfo_escape,
+    warmups,
     watch_seconds,
 )
 
@@ -299,6 +301,8 @@ class _Handle:
     folder: str | None = None
     overlays: dict[str, int] = field(default_factory=dict)
     """Container path -> open descriptor of its dedicated host file."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """The environment the container was created with (a job sends only what differs)."""
 
     def close(self) -> None:
         """Close the connection and the files, remove the folder; safe to call twice."""
@@ -373,6 +377,8 @@ class PooledDockerSandbox(DockerSandbox):
         self._staging: str | None = None
         self._book = PoolBook(pool_size, pool_total, idle_timeout)
         self._templates: dict[str, _Template] = {}
+        self._warm: dict[str, frozenset[str]] = {}
+        """Per key, the interpreters its hooks named (``warmjob.warmups``): run once in a spare before it is ready."""
         self._cond = threading.Condition()
         self._closed = False
         self._stats = PoolStats()
@@ -492,6 +498,7 @@ class PooledDockerSandbox(DockerSandbox):
                 return None
             if key not in self._templates:
                 self._templates[key] = _template(request, targets, self.labels, executable)
+            self._warm[key] = self._warm.get(key, frozenset()) | warmups(request.command)
             self._book.want(key, request.timeout, time.monotonic(), run=run)
             self._cond.notify_all()
         self._start_threads()
@@ -531,7 +538,8 @@ class PooledDockerSandbox(DockerSandbox):
             # The command the cold path runs: it ends its container by itself past its timeout.
             counted = self.profile.counted_stdin  # over TLS: no half-close, the job counts its stdin
             # The bootstrap's watch ends the container past the timeout, as a cold run's script does.
-            job = encode_job(nonce, create["working_dir"], request.command, create["environment"],
+            job = encode_job(nonce, create["working_dir"], request.command,
+                             job_environment(create["environment"], handle.environment),
                              len(request.stdin) if counted else None, watch=watch_seconds(request.timeout))
             reader = JobReader(nonce)
             stdout = CappedBuffer(request.output_cap)
@@ -640,13 +648,15 @@ class PooledDockerSandbox(DockerSandbox):
                     continue
                 for forgotten in [k for k in self._templates if not self._book.known(k)]:
                     del self._templates[forgotten]
+                    self._warm.pop(forgotten, None)
                 template = self._templates.get(plan.create) if plan.create else None
+                warm = self._warm.get(plan.create, frozenset()) if plan.create else frozenset()
                 timeout = self._book.template_timeout(plan.create) if plan.create else 0.0
             for old in plan.discard:
                 self._drop(old)
             if plan.create is None:
                 continue
-            spare = self._create_spare(plan.create, template, timeout) if template else None
+            spare = self._create_spare(plan.create, template, timeout, warm) if template else None
             with self._cond:
                 now = time.monotonic()
                 if spare is None:
@@ -676,8 +686,10 @@ class PooledDockerSandbox(DockerSandbox):
             while (hold := self._hold(time.monotonic())) > 0:
                 self._cond.wait(hold)
 
-    def _create_spare(self, key: str, template: _Template, timeout: float) -> Spare | None:
-        """Create, attach and start one pooled container of ``key``; None on failure."""
+    def _create_spare(self, key: str, template: _Template, timeout: float,
+                      warm: frozenset[str] = frozenset()) -> Spare | None:
+        """Create, attach and start one pooled container of ``key`` (running the ``warm``
+        warm-ups before it is ready); None on failure."""
         client = self.client
         handle = _Handle()
         container: str | None = None
@@ -709,7 +721,7 @@ class PooledDockerSandbox(DockerSandbox):
                     raise SandboxError("the creation key no longer matches the host")
                 expires = math.ceil(wall + self.idle_timeout + timeout) + EXPIRY_MARGIN
                 args["command"] = bootstrap_command(self.idle_timeout, template.mount_points,
-                                                    relay=relays_output(self.profile))
+                                                    relay=relays_output(self.profile), warm=warm)
                 args["working_dir"] = "/"
                 args["labels"] = {
                     **self.labels,
@@ -730,6 +742,7 @@ class PooledDockerSandbox(DockerSandbox):
                 created = client.create_container(
                     host_config=host_config(client, host), **args
                 )
+                handle.environment = dict(args.get("environment") or {})
                 return str(created["Id"]), float(expires)
 
             container, expires = retry_transient(create, conflict=True)

@@ -587,12 +587,15 @@ STATE = (
     ],
     ids=["none", "odd-values", "quoting", "odd-names"],
 )
+@pytest.mark.parametrize("names", ["", " # python3 node jq bash"], ids=["plain", "warmed-up"])
 def test_a_warm_run_sees_exactly_what_a_cold_run_sees(
-    docker_api: Any, runner_image: str, workspace: Path, make_pool: PoolMaker, env: dict[str, str]
+    docker_api: Any, runner_image: str, workspace: Path, make_pool: PoolMaker, env: dict[str, str], names: str
 ) -> None:
+    """Also when its container first ran the interpreters the command names (``warmjob.WARMUPS``):
+    they are over before the job, and left nothing a hook can see (processes, files, descriptors)."""
     (workspace / "src").chmod(0o755)
     req = RunRequest(
-        command=STATE,
+        command=STATE + names,
         cwd=str(workspace / "src"),
         env={"CLAUDE_PROJECT_DIR": str(workspace), **env},
         project_dir=str(workspace),
@@ -604,6 +607,17 @@ def test_a_warm_run_sees_exactly_what_a_cold_run_sees(
     warm = warm_run(make_pool(), req)
     assert cold.exit_code == 0, cold.stderr
     assert (warm.exit_code, warm.stdout, warm.stderr) == (cold.exit_code, cold.stdout, cold.stderr)
+
+
+def test_no_warm_up_is_still_running_when_the_hook_starts(make_pool: PoolMaker, workspace: Path) -> None:
+    # Names every interpreter the spare warms up, then lists what runs beside it.
+    req = request(workspace, "for p in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <$p; echo; done # python3 node jq bash")
+    result = warm_run(make_pool(), req)
+    assert result.exit_code == 0, result.stderr
+    seen = result.stdout.decode()
+    assert "hookcage-pool" in seen  # the bootstrap is listed: the listing works
+    for program in ("python3", "node", "jq -n", "bash -c"):
+        assert not any(line.startswith(program) for line in seen.splitlines()), seen
 
 
 @pytest.fixture(scope="module")

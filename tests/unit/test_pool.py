@@ -50,6 +50,7 @@ from executor.sandbox.pool import (
     mountinfo_escape,
     pump_job,
 )
+from executor.sandbox.warmjob import WARMUPS, job_environment, warmups
 
 NONCE = "0123456789abcdef0123456789abcdef"
 OTHER = "fedcba9876543210fedcba9876543210"
@@ -140,13 +141,44 @@ def test_a_negative_stdin_length_is_refused() -> None:
         encode_job(NONCE, "/", "true", {}, -1, watch=40)
 
 
-def test_bootstrap_command_passes_only_the_idle_timeout_the_output_mode_and_mount_points() -> None:
+def test_bootstrap_command_passes_only_the_idle_timeout_the_output_mode_the_warmups_and_mount_points() -> None:
     argv = bootstrap_command(2.2, ["/w/a b", "/w/c"])
     assert argv[:3] == ["/bin/sh", "-c", BOOTSTRAP]
     # each mount point as mountinfo shows it (to find it there) and as a path (to look it up first)
-    assert argv[3:] == ["hookcage-pool", "3", "direct", "/w/a\\040b", "/w/a b", "/w/c", "/w/c"]
-    assert bootstrap_command(0.1)[3:] == ["hookcage-pool", "1", "direct"]
-    assert bootstrap_command(0.1, relay=True)[3:] == ["hookcage-pool", "1", "relay"]  # under gVisor
+    assert argv[3:] == ["hookcage-pool", "3", "direct", "-", "/w/a\\040b", "/w/a b", "/w/c", "/w/c"]
+    assert bootstrap_command(0.1)[3:] == ["hookcage-pool", "1", "direct", "-"]
+    assert bootstrap_command(0.1, relay=True)[3:] == ["hookcage-pool", "1", "relay", "-"]  # under gVisor
+    # warm-ups by name only, sorted; a name the bootstrap does not know is never passed
+    assert bootstrap_command(60, warm={"python3", "jq", "rm -rf /", "$(id)"})[6] == "jq,python3"
+
+
+@pytest.mark.parametrize(("command", "names"), [
+    ('python3 "$CLAUDE_PROJECT_DIR"/.claude/hooks/guard.py', {"python3"}),
+    ("python -c 'import sys'", {"python3"}),
+    ("/usr/bin/python3.11 -m tool", {"python3"}),
+    ('"$CLAUDE_PROJECT_DIR"/.claude/hooks/check.py', {"python3"}),
+    ("node hooks/lint.mjs", {"node"}),
+    ("./hooks/format.cjs", {"node"}),
+    ("jq -r .tool_input.command | grep -q rm", {"jq"}),
+    ("bash ./hooks/x.sh && echo done", {"bash"}),
+    ("cat >/dev/null; echo ok", set()),
+    ("echo python3-is-a-word-here", set()),
+])
+def test_warmups_are_the_interpreters_a_command_names(command: str, names: set[str]) -> None:
+    assert warmups(command) == names
+
+
+def test_every_warmup_is_a_fixed_command_of_the_bootstrap() -> None:
+    for name, command in WARMUPS.items():
+        assert f"*,{name},*) {{ {command}; }} </dev/null >/dev/null 2>&1" in BOOTSTRAP
+
+
+def test_a_job_sends_only_the_environment_the_container_lacks() -> None:
+    created = {"PATH": "/bin", "HOME": "/tmp", "CLAUDE_PROJECT_DIR": "/w"}
+    run = {"PATH": "/bin", "HOME": "/root", "CLAUDE_PROJECT_DIR": "/w", "HOOKCAGE_IN_HOOK": "1:2:3"}
+    assert job_environment(run, created) == {"HOME": "/root", "HOOKCAGE_IN_HOOK": "1:2:3"}
+    assert job_environment(run, {}) == run
+    assert job_environment({}, created) == {}
 
 
 @pytest.mark.parametrize("shell", [["dash", "-n"], ["bash", "--posix", "-n"], ["busybox", "sh", "-n"]])
@@ -768,9 +800,12 @@ class FakeContainer:
     """One container of the fake engine: its stream and a made-up program."""
 
     def __init__(
-        self, cid: str, command: list[str], labels: dict[str, str], host: dict[str, object]
+        self, cid: str, command: list[str], labels: dict[str, str], host: dict[str, object],
+        environment: dict[str, str] | None = None,
     ) -> None:
         self.id, self.command, self.labels, self.host = cid, command, labels, host
+        self.environment = environment or {}
+        """What it was created with: a hook's environment is this plus the job's entries."""
         self.ours, self.engine = socket.socketpair()
         self.running = False
         self.exit_code: int | None = None
@@ -816,7 +851,10 @@ class FakeContainer:
         if not complete:
             self.exit_code = 0
             return
-        nonce, cwd, command, env, stdin = decode_job(data)
+        nonce, cwd, command, entries, stdin = decode_job(data)
+        env = dict(self.environment)
+        env.update(entry.split("=", 1) for entry in entries)
+        env = [f"{k}={v}" for k, v in env.items()]
         out = stdin + f"warm:{hook_of(command)} in {cwd} with {sorted(env)} from {self.id}\n".encode()
         end = marker(0, 0, nonce=nonce)
         self.engine.sendall(frame(STDOUT, ACK.replace(NONCE.encode(), nonce.encode()) + out))
@@ -857,7 +895,8 @@ class FakeClient:
         with self.lock:
             cid = f"c{len(self.containers):03d}"
             self.containers[cid] = FakeContainer(
-                cid, kwargs["command"], kwargs["labels"], kwargs["host_config"]  # type: ignore[arg-type]
+                cid, kwargs["command"], kwargs["labels"], kwargs["host_config"],  # type: ignore[arg-type]
+                dict(kwargs.get("environment") or {}),  # type: ignore[call-overload]
             )
         return {"Id": cid}
 
@@ -928,6 +967,24 @@ def test_fake_engine_first_run_is_cold_then_each_run_uses_a_fresh_container(
         time.sleep(0.01)
     assert all(client.containers[c].removed for c in served)  # used ones go, in the background
     assert pool.stats().warm == 4 and pool.stats().cold == 1
+
+
+def test_fake_engine_spares_warm_up_the_interpreters_their_key_has_run(
+    fake_pool: tuple[PooledDockerSandbox, FakeClient], project: Path
+) -> None:
+    pool, client = fake_pool
+    assert pool.prewarm(fake_request(project, "echo plain"), wait=5)
+    first = set(client.containers)
+    assert {client.containers[c].command[6] for c in first} == {"-"}  # nothing named yet: no warm-up
+    pool.run(fake_request(project, 'python3 "$CLAUDE_PROJECT_DIR"/.claude/hooks/guard.py'))
+    pool.run(fake_request(project, "jq -r .prompt"))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        later = {client.containers[c].command[6] for c in set(client.containers) - first}
+        if "jq,python3" in later:
+            break
+        time.sleep(0.01)
+    assert "jq,python3" in later  # what the key's hooks named, for every spare made after
 
 
 def test_fake_engine_a_dead_spare_means_a_cold_run_and_is_removed(
