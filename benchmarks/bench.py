@@ -153,7 +153,7 @@ class Bench:
     def paths(self) -> None:
         """The single-hook paths, measured in rounds: each round times every path once,
         so that load from elsewhere on a shared machine lands on all of them alike."""
-        from executor.sandbox.base import SandboxOptions
+        from executor.core.options import SandboxOptions
         from executor.sandbox.docker import DockerSandbox
         from executor.sandbox.pool import PooledDockerSandbox
 

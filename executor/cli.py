@@ -949,8 +949,9 @@ def run(image: str | None, workspace: str, network: str, mounts: Sequence[str], 
 
     from executor.config import project_root
     from executor.core.envnames import PROJECT_DIR_VARS
+    from executor.core.options import SandboxOptions
     from executor.executor import default_sandbox_factory
-    from executor.sandbox.base import RunRequest, SandboxOptions
+    from executor.sandbox.base import RunRequest
     from executor.settings import load_settings
 
     settings = load_settings()

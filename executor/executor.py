@@ -50,6 +50,7 @@ from executor.core.conditions import ConditionContext
 from executor.core.deps import find_needs, own_need
 from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.events import EventSpec, check_payload, get_event
+from executor.core.files import FileState
 from executor.core.hooks import DOCKER_SOCKETS, HookSpec, dedupe
 from executor.core.policy import HookSet, Skip
 from executor.core.protocol import (
@@ -67,7 +68,6 @@ from executor.dialects.base import HookInput
 from executor.errors import HookcageError, SandboxError, TrustStoreError
 from executor.gates.allowlist import AllowCheck, AllowList, check_command, literal_words
 from executor.gates.trust import (
-    FileState,
     TrustRecord,
     TrustStore,
     TrustSubject,

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from executor.gates.trust import FileState
+from executor.core.files import FileState
 
 Kind = Literal["uv", "node"]
 

@@ -29,7 +29,7 @@ from executor.core.conditions import Condition, read_if
 from executor.core.envnames import PROJECT_DIR_VARS
 from executor.core.events import EVENTS, EventSpec
 from executor.core.matchers import Matcher, compile_matcher
-from executor.sandbox.base import SandboxOptions
+from executor.core.options import SandboxOptions
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 24 * 3600.0

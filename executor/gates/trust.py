@@ -54,6 +54,7 @@ from typing import Any
 import filelock
 
 from executor import filecache, safeio
+from executor.core.files import FileState
 from executor.core.text import decode_exact
 from executor.errors import HookcageError, TrustStoreError
 
@@ -118,32 +119,6 @@ class UnsafeReference(HookcageError):
 
     def __str__(self) -> str:
         return f"{_show(self.path)}: {self.reason}"
-
-
-@dataclass(frozen=True)
-class FileState:
-    """The state of one project file a hook command references.
-
-    ``kind`` is ``"file"``, ``"missing"`` or ``"symlink"``. For a symlink,
-    ``link`` is the link's own text and ``sha256`` the hash of the file it
-    leads to (``None`` when that is a directory or does not exist). ``data``
-    holds the exact bytes that were hashed (``None`` when nothing was).
-    ``executable`` is whether the file (the one a symlink leads to) has an
-    execute bit: ``./hook.sh`` runs only if it does, so the bit is part of the
-    trust hash and of the staged copy.
-    """
-
-    path: str
-    kind: str
-    sha256: str | None
-    link: str | None = None
-    data: bytes | None = field(default=None, compare=False, repr=False)
-    executable: bool = False
-
-    @property
-    def mode(self) -> int:
-        """The mode of the staged, read-only copy: ``0o555`` if executable, else ``0o444``."""
-        return 0o555 if self.executable else 0o444
 
 
 def collect_references(words: Iterable[str], root: str) -> tuple[FileState, ...]:

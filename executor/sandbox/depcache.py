@@ -61,11 +61,12 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from executor.core.deps import NODE_LOCKS, NODE_SUFFIXES, Need, need_key, own_need
+from executor.core.files import FileState
+from executor.core.options import SandboxOptions
 from executor.core.text import decode, first_line, sanitize
 from executor.errors import HookcageError
-from executor.gates.trust import FileState
 from executor.sandbox import staging as staging_folders
-from executor.sandbox.base import Bind, RunRequest, RunResult, SandboxOptions
+from executor.sandbox.base import Bind, RunRequest, RunResult
 
 DEPS_MOUNT = "/hookcage/deps"
 """Where dependency caches are bound, each at ``DEPS_MOUNT/<key>`` (read-only at run, read-write while fetched)."""

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from executor.core.options import SandboxOptions
 from executor.errors import HookcageError, SandboxError, SandboxUnavailable
-from executor.sandbox.base import Bind, RunRequest, SandboxOptions
+from executor.sandbox.base import Bind, RunRequest
 from executor.sandbox.paths import PathMap, engine_path, normal_path, within
 
 logger = logging.getLogger(__name__)

@@ -34,8 +34,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from executor.core.options import SandboxOptions
 from executor.errors import SandboxError
-from executor.sandbox.base import Sandbox, SandboxOptions
+from executor.sandbox.base import Sandbox
 
 if TYPE_CHECKING:
     from executor.settings import Settings

@@ -383,8 +383,9 @@ def probe_run(client: Any, runtime: str, command: str) -> RunResult:
     Raises:
         SandboxUnavailable, SandboxError: the engine, the image or the runtime is missing.
     """
+    from executor.core.options import SandboxOptions
     from executor.sandbox import orphans
-    from executor.sandbox.base import RunRequest, SandboxOptions
+    from executor.sandbox.base import RunRequest
     from executor.sandbox.docker import DockerSandbox
 
     labels = {orphans.OWNER_LABEL: orphans.owner_value(), "hookcage.probe": "runtime"}

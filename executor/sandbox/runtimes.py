@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
-    from executor.sandbox.base import Sandbox, SandboxOptions
+    from executor.core.options import SandboxOptions
+    from executor.sandbox.base import Sandbox
     from executor.sandbox.registry import Check, Probe
     from executor.settings import Settings
 

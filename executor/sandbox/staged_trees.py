@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from executor.gates.trust import FileState
+from executor.core.files import FileState
 
 IDLE = 120.0
 """Seconds an unused tree is kept."""

@@ -100,12 +100,13 @@ from executor import __version__, filecache
 from executor.config import project_root
 from executor.core.envnames import AGENT_CONFIG_VARS, PROJECT_DIR_VARS
 from executor.core.hooks import DOCKER_SOCKETS
+from executor.core.options import SandboxOptions
 from executor.core.protocol import AgentAnswer
 from executor.dialects import DIALECTS, resolve_dialect
 from executor.errors import HookcageError, PayloadError, SandboxError
 from executor.executor import HookExecutor, SandboxFactory
 from executor.sandbox import orphans, registry, staging
-from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
+from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH
 from executor.sandbox.staged_trees import StagedTrees
 from executor.service import client

@@ -34,9 +34,10 @@ from typing import Any
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from executor.core.options import SandboxOptions
 from executor.errors import SandboxUnavailable
 from executor.sandbox import orphans
-from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
+from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.docker import (
     EXPIRES_LABEL,
     MANAGED_LABEL,

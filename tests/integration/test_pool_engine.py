@@ -30,8 +30,9 @@ from typing import Any
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from executor.core.options import SandboxOptions
 from executor.errors import SandboxUnavailable
-from executor.sandbox.base import RunRequest, RunResult, SandboxOptions
+from executor.sandbox.base import RunRequest, RunResult
 from executor.sandbox.docker import (
     EXPIRES_LABEL,
     MANAGED_LABEL,

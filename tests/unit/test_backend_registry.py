@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from executor.core import hooks
+from executor.core.options import SandboxOptions
 from executor.errors import SandboxError
 from executor.executor import HookExecutor, default_sandbox_factory
 from executor.sandbox import registry
-from executor.sandbox.base import RunRequest, RunResult, Sandbox, SandboxOptions
+from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.fake import FakeSandbox
 from executor.sandbox.host import HostSandbox
 from executor.service.daemon import pooled_sandbox_factory

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from executor.sandbox.base import RunRequest, SandboxOptions
+from executor.core.options import SandboxOptions
+from executor.sandbox.base import RunRequest
 from executor.sandbox.docker.profile import (
     COUNTED_STDIN_PIDS,
     DockerProfile,

@@ -143,8 +143,8 @@ def test_health_shows_the_pools_counters(tmp_path: Path) -> None:
 
 def test_a_lent_shared_sandbox_has_the_trust_profile_of_the_one_it_lends(tmp_path: Path) -> None:
     """A daemon run's trust profile is the in-process one: gVisor's ``isolation`` key included (it was lost)."""
+    from executor.core.options import SandboxOptions
     from executor.sandbox import registry
-    from executor.sandbox.base import SandboxOptions
 
     class UnderGVisor(Recorded):
         def image_identity(self, image: str | None) -> str:

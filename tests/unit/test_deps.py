@@ -23,8 +23,8 @@ from executor.core.deps import (
     script_metadata,
     uv_need,
 )
+from executor.core.files import FileState
 from executor.errors import HookcageError
-from executor.gates.trust import FileState
 from executor.sandbox.depcache import DEPS_MOUNT, RUN_UV_CACHE, RunSetup, Target, run_setup
 
 UV_SCRIPT = b"""#!/usr/bin/env -S uv run --script

@@ -23,8 +23,9 @@ import requests.exceptions  # type: ignore[import-untyped, unused-ignore]
 import urllib3.exceptions
 from support import FakeEngine
 
+from executor.core.options import SandboxOptions
 from executor.errors import SandboxError, SandboxUnavailable
-from executor.sandbox.base import RunRequest, SandboxOptions
+from executor.sandbox.base import RunRequest
 from executor.sandbox.docker import (
     BACKEND_ERRORS,
     BASE_ENV,

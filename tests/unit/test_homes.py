@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from executor.core.hooks import CAPABILITY_NAMES, Scope, parse_hook_file
+from executor.core.options import SandboxOptions
 from executor.core.protocol import CAPABILITIES, HookOutcome, restrict
 from executor.errors import ConfigError
 from executor.executor import HookExecutor
 from executor.sandbox import FakeSandbox, RunRequest, RunResult, homes
-from executor.sandbox.base import SandboxOptions
 from executor.service import client
 from executor.service.daemon import project_environ
 from executor.settings import load_settings

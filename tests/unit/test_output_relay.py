@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from executor.sandbox.base import RunRequest, SandboxOptions
+from executor.core.options import SandboxOptions
+from executor.sandbox.base import RunRequest
 from executor.sandbox.docker.profile import (
     DockerProfile,
     container_args,

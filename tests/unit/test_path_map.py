@@ -18,8 +18,9 @@ import docker.errors  # type: ignore[import-untyped, unused-ignore]
 import pytest
 import requests
 
+from executor.core.options import SandboxOptions
 from executor.errors import ConfigError, SandboxError
-from executor.sandbox.base import Bind, RunRequest, SandboxOptions
+from executor.sandbox.base import Bind, RunRequest
 from executor.sandbox.docker import (
     DockerProfile,
     DockerSandbox,

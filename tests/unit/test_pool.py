@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from support import FakeEngine
 
-from executor.sandbox.base import RunRequest, SandboxOptions
+from executor.core.options import SandboxOptions
+from executor.sandbox.base import RunRequest
 from executor.sandbox.docker import (
     EXPIRY_MARGIN,
     STDERR,

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from executor.core.hooks import Scope, parse_hook_file, protected_env_name
+from executor.core.options import SandboxOptions
 from executor.gates.allowlist import literal_words
 from executor.gates.trust import (
     UnsafeReference,
@@ -22,7 +23,7 @@ from executor.gates.trust import (
     command_words,
     loaded_words,
 )
-from executor.sandbox.base import RunRequest, SandboxOptions
+from executor.sandbox.base import RunRequest
 from executor.sandbox.docker import _mounts, staged_tree
 
 H0 = "$.hooks.PreToolUse[0].hooks[0]"

@@ -108,7 +108,8 @@ def test_runtimes_of_the_wrong_shape_are_refused(config: dict[str, object]) -> N
 
 
 def test_under_gvisor_the_hooks_process_limit_is_rlimit_nproc(tmp_path: Path) -> None:
-    from executor.sandbox.base import RunRequest, SandboxOptions
+    from executor.core.options import SandboxOptions
+    from executor.sandbox.base import RunRequest
     from executor.sandbox.conventions import SELF_END_PIDS
     from executor.sandbox.docker.profile import DockerProfile, container_args
     from executor.sandbox.relay import RELAY_PIDS

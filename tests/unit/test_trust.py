@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from executor.core.files import FileState
 from executor.errors import TrustStoreError
 from executor.gates.trust import (
     MAX_REFERENCED_FILE,
     MAX_REFERENCED_FILES,
     TRUST_FORMAT,
-    FileState,
     TrustRecord,
     TrustStore,
     TrustSubject,

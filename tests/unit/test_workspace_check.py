@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from executor.core.options import SandboxOptions
 from executor.errors import SandboxError
 from executor.sandbox import pathcheck
-from executor.sandbox.base import RunRequest, RunResult, SandboxOptions
+from executor.sandbox.base import RunRequest, RunResult
 from executor.sandbox.pathcheck import (
     MARKER_PREFIX,
     check_workspace,
