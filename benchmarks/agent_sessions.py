@@ -1,6 +1,6 @@
 """What a user feels: the real Claude Code CLI through N Bash tool calls, with and without hookcage.
 
-Usage:  python benchmarks/agent_sessions.py [--calls 10] [--sessions 3] [--events 15]
+Usage:  python benchmarks/agent_sessions.py [--calls 10] [--sessions 3] [--events 15] [--think 0]
         python benchmarks/agent_sessions.py --check     # one call, one session: does it all work?
 
 The Claude Code CLI comes from its PyPI wheel (``tests/agents.py`` fetches and
@@ -86,9 +86,18 @@ RUN = f"hookcage-bench-{uuid.uuid4().hex[:12]}"
 
 
 class Scripted(ModelStandIn):
-    """The loopback model: ``calls`` Bash calls in a row, the last one ``rm -rf victim``."""
+    """The loopback model: ``calls`` Bash calls in a row, the last one ``rm -rf victim``.
+
+    ``think``: seconds it takes before each answer (0: at once, the harshest case for
+    hookcage, whose pool then refills while the agent already runs its next call; a real
+    model takes seconds per turn, and the refill happens meanwhile).
+    """
+
+    think = 0.0
 
     def next_tool(self, answered: int) -> ToolCall | None:
+        if self.think > 0:
+            time.sleep(self.think)
         if answered >= self.calls:
             return None
         if answered == self.calls - 1:
@@ -439,6 +448,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=10, help="Bash tool calls per session (default 10)")
     parser.add_argument("--sessions", type=int, default=3, help="sessions per row; medians (default 3)")
     parser.add_argument("--events", type=int, default=15, help="timed runs of each single event (default 15)")
+    parser.add_argument("--think", type=float, default=0.0,
+                        help="seconds the loopback model takes per turn, as a real model does (default 0: at once)")
     parser.add_argument("--check", action="store_true",
                         help="one call, one session, one run of each event: does it work?")
     parser.add_argument("--bench", action="store_true", help="then run benchmarks/bench.py (the other rows)")
@@ -461,6 +472,8 @@ def main() -> int:
                 Row("warm", "the same with `hookcage serve` started by hand, warm", base,
                     hooks=True, hookcage=True)]
         by_key = {row.key: row for row in rows}
+        for row in rows:
+            row.model.think = args.think
         pools: set[str] = set()
         event_rows: list[tuple[str, list[float], str]] = []
         first_installed = float("nan")
@@ -496,7 +509,8 @@ def main() -> int:
             left = leftovers([s for row in rows for s in row.agent.sessions], pools)
             problems += [f"container left behind (removed now): {name}" for name in left]
 
-    print(f"\nClaude Code (claude-agent-sdk wheel), {args.calls} Bash tool calls per session, "
+    thinking = f", the model taking {args.think:g} s per turn" if args.think > 0 else ""
+    print(f"\nClaude Code (claude-agent-sdk wheel), {args.calls} Bash tool calls per session{thinking}, "
           f"medians of {args.sessions} session(s), one run:\n")
     print("\n".join(table(rows, args.calls)))
     print("\n- sessions (s): " + "; ".join(
