@@ -178,8 +178,12 @@ else
     _hc_job "$@"
     _hc_rc=$?
 fi
+_hc_x=
 if [ "$PPID" = 1 ] && read -r _hc_x </proc/1/comm && { [ "$_hc_x" = docker-init ] || [ "$_hc_x" = podman-init ]; }; then
     kill -9 -1 2>/dev/null
+fi
+if [ "$_hc_x" = podman-init ] && [ "$_hc_nin" = - ] && command -v cat >/dev/null 2>&1; then
+    cat >/dev/null 2>&1
 fi
 _hc_oom=-
 for _hc_f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
@@ -263,7 +267,15 @@ After the hook, ``kill -9 -1`` (every process of the container's user but
 pid 1 and itself; dash's ``kill`` takes ``-s KILL -1``'s ``-1`` for an
 option and kills nothing) does what a cold run's end does to leftovers; it runs only
 when pid 1 is ``docker-init`` (Podman's: ``podman-init``) and the bootstrap's parent, i.e. in the
-container's own pid namespace. Never run this script anywhere else."""
+container's own pid namespace. Never run this script anywhere else.
+
+Under Podman (pid 1 is ``podman-init``) a stdin that runs until end of input
+is then read to its end (``cat >/dev/null``) before the end markers: conmon
+closes its attach socket when the container exits, and with stdin the hook
+left unread still queued in it the kernel reports a reset to Podman before
+the output queued the other way, so Podman dropped the hook's last bytes and
+the markers (seen with ``head -c 10; echo`` and 10 MiB of stdin). The hook
+and everything it started are gone by then: the drain is the bootstrap's."""
 
 
 def bootstrap_command(idle_timeout: float, mount_points: Sequence[str] = (), *, relay: bool = False,

@@ -455,7 +455,7 @@ def test_13_background_children_do_not_hang_the_run(
     sandbox: DockerSandbox, workspace: Path, docker_api: Any, command: str
 ) -> None:
     result, elapsed = timed_run(sandbox, workspace, command, timeout=20)
-    assert elapsed < 3
+    assert elapsed < 10  # a run that waits for the children runs into the 20 s timeout
     assert result.exit_code == 0 and not result.timed_out
     assert result.stdout == b"detached\n"
     assert run_containers_left(docker_api, sandbox) == []
@@ -773,7 +773,8 @@ def test_23_large_or_missing_stdin_is_handled(
     sandbox: DockerSandbox, workspace: Path, stdin: bytes, command: str, expected: bytes
 ) -> None:
     result, elapsed = timed_run(sandbox, workspace, command, stdin=stdin, timeout=20)
-    assert elapsed < 5
+    # A stuck writer runs into the 20 s timeout; a cold run on a loaded machine (CI's, Podman) took 5.3 s.
+    assert elapsed < 15
     assert result.exit_code == 0 and not result.timed_out
     assert result.stdout == expected
 

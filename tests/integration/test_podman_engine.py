@@ -370,6 +370,23 @@ def test_a_hook_that_leaves_stdin_unread_gets_no_engine_text(sandbox: DockerSand
         assert result.exit_code == 2 and result.stderr in (b"denied\n", b"")
 
 
+def test_a_warm_hook_that_leaves_stdin_unread_loses_no_output(
+    docker_api: Any, runner_image: str, workspace: Path
+) -> None:
+    """Warm, Podman used to drop the hook's last bytes and the end markers (2 runs in 80 here): conmon
+    closed its attach socket with the unread stdin still queued in it, and the kernel reports that reset
+    to Podman before the output queued the other way. The bootstrap now reads such stdin to its end
+    before its markers (``warmjob.BOOTSTRAP``)."""
+    with PooledDockerSandbox(client=docker_api, labels=SESSION_LABELS, idle_timeout=120,
+                             image=runner_image) as backend:
+        lost = []
+        for attempt in range(30):
+            result = run(backend, workspace, "head -c 10; echo", stdin=b"z" * (10 * MiB), timeout=20)
+            if (result.exit_code, result.stdout, result.stdout_truncated) != (0, b"zzzzzzzzzz\n", False):
+                lost.append((attempt, result.exit_code, result.stdout[-12:], result.stdout_truncated))
+        assert lost == []
+
+
 def test_rootful_podman_is_detected_and_holds_the_limits(docker_api: Any) -> None:
     traits = engine_traits(docker_api)
     assert traits.kind == "podman" and not traits.rootless
