@@ -312,7 +312,9 @@ def test_22_only_the_containers_processes_are_visible(sandbox: DockerSandbox, wo
     warm = isinstance(sandbox, PooledDockerSandbox)
     assert {comm for _, comm in processes} <= {"podman-init", "sh", "ps", "sleep", *(["timeout"] if warm else [])}
     assert sum(comm == "sleep" for _, comm in processes) == 1 or warm
-    assert len(processes) <= (6 if isinstance(sandbox, PooledDockerSandbox) else 5)
+    # Cold, the hook is the child of a shell that then reads what stdin the hook left (``self_ending``'s
+    # ``drain``, on Podman only): one sh more than on Docker.
+    assert len(processes) <= 6
 
 
 def test_reap_sees_podmans_labels(docker_api: Any, runner_image: str) -> None:

@@ -177,6 +177,17 @@ def test_self_ending_fires_under_either_engines_init() -> None:
     assert '= docker-init ]' in script and '= podman-init ]' in script
 
 
+def test_a_cold_run_on_podman_reads_the_stdin_its_hook_left(tmp_path: Any) -> None:
+    """On Podman the hook is the shell's child, which then drains stdin (conmon's reset loses output)."""
+    rootful = detect_engine(PODMAN_VERSION, PODMAN_INFO, libpod(rootless=False, controllers=ALL_V1))
+    create, _ = _args(rootful, tmp_path)
+    script = create["command"][2]
+    assert script.endswith("/bin/sh -c 'true'; _hc_r=$?; "
+                           "! command -v cat >/dev/null 2>&1 || cat >/dev/null 2>&1; exit $_hc_r")
+    docker_create, _ = _args(DOCKER_TRAITS, tmp_path)
+    assert docker_create["command"][2].endswith("exec /bin/sh -c 'true'")  # Docker: the hook is exec'd
+
+
 def test_podmans_attach_error_is_dropped_from_the_end_of_stderr_only() -> None:
     podman = detect_engine(PODMAN_VERSION, PODMAN_INFO, libpod(rootless=False, controllers=ALL_V1))
     noise = b"Error: write unixpacket @->/proc/self/fd/14/attach: write: connection reset by peer\n"

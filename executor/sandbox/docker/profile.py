@@ -26,7 +26,7 @@ from executor.sandbox.conventions import (
     SELF_END_GRACE,
     SELF_END_PIDS,
 )
-from executor.sandbox.engines import DOCKER_TRAITS, EngineTraits, extra_ulimits, userns_mode
+from executor.sandbox.engines import DOCKER_TRAITS, PODMAN, EngineTraits, extra_ulimits, userns_mode
 from executor.sandbox.paths import IDENTITY, PathMap, engine_path
 from executor.sandbox.relay import RELAY_PIDS, relayed_script
 from executor.sandbox.runtimes import GVISOR, gvisor_task_limits, isolation
@@ -294,7 +294,8 @@ def _environment(request: RunRequest) -> dict[str, str]:
 
 
 def _script(profile: DockerProfile, request: RunRequest) -> str:
-    script = self_ending(request.command, request.timeout, relay=relays_output(profile))
+    drain = profile.engine.kind == PODMAN and not profile.counted_stdin
+    script = self_ending(request.command, request.timeout, relay=relays_output(profile), drain=drain)
     return counted_stdin(script, len(request.stdin)) if profile.counted_stdin else script
 
 
@@ -304,7 +305,7 @@ def relays_output(profile: DockerProfile) -> bool:
     return bool(profile.runtime) and isolation(str(profile.runtime)) == GVISOR
 
 
-def self_ending(command: str, timeout: float, *, relay: bool = False) -> str:
+def self_ending(command: str, timeout: float, *, relay: bool = False, drain: bool = False) -> str:
     """``command`` as a shell script that ends its own container ``SELF_END_GRACE`` s past ``timeout``.
 
     The hookcage process that started a run kills its container at the
@@ -326,6 +327,14 @@ def self_ending(command: str, timeout: float, *, relay: bool = False) -> str:
     (:mod:`executor.sandbox.relay`): gVisor cuts a large write to the
     container's own pipes short, and a program that does not write the rest
     loses it silently.
+
+    With ``drain`` (Podman, stdin ended by a half-close) the hook runs as the
+    shell's child too, and the shell reads what is left of stdin to its end
+    (``cat >/dev/null``) before it exits with the hook's status: conmon
+    closes its attach socket when the container exits, and with stdin the
+    hook left unread still queued in it the kernel reports a reset to Podman
+    before the output queued the other way, so Podman dropped the hook's last
+    bytes (``head -c 10; echo`` with 10 MiB of stdin lost its newline).
     """
     seconds = math.ceil(timeout) + SELF_END_GRACE
     quoted = "'" + command.replace("'", "'\"'\"'") + "'"
@@ -335,6 +344,9 @@ def self_ending(command: str, timeout: float, *, relay: bool = False) -> str:
     )
     if relay:
         return watch + relayed_script(f"/bin/sh -c {quoted}")
+    if drain:
+        return watch + (f"/bin/sh -c {quoted}; _hc_r=$?; "
+                        "! command -v cat >/dev/null 2>&1 || cat >/dev/null 2>&1; exit $_hc_r")
     return watch + f"exec /bin/sh -c {quoted}"
 
 
