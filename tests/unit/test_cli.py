@@ -331,20 +331,36 @@ def test_hostile_payload_is_one_line_not_a_traceback(cli: Cli, stdin: str, code:
 
 
 def test_every_command_is_documented() -> None:
+    import click
+
     from executor.cli import cli as group
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    with click.Context(group) as ctx:  # the group imports its commands by name: ask it for each
+        top = {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}
+    assert len(top) >= 16 and all(top.values()), top
     names = []
-    for name, command in group.commands.items():
+    for name, command in top.items():
         sub = getattr(command, "commands", None)
         names.extend(f"{name} {s}" for s in sub) if sub else names.append(name)
     missing = [n for n in names if f"## hookcage {n}\n" not in docs]
     assert not missing, f"commands without a section in docs/cli.md: {missing}"
-    commands = [c for command in group.commands.values()
+    commands = [c for command in top.values()
                 for c in getattr(command, "commands", {command.name: command}).values()]
     options = {o for c in commands for p in c.params for o in getattr(p, "opts", ()) if o.startswith("--")}
     undocumented = [o for o in sorted(options) if not re.search(rf"{re.escape(o)}(?![\w-])", docs)]
     assert not undocumented, f"options not in docs/cli.md: {undocumented}"
+
+
+def test_dispatch_imports_no_other_command(tmp_path: Path) -> None:
+    """The root group imports a command's module only when that command runs: an agent's event
+    pays for dispatch's module and the shared helpers, not for `image build`, `trust` or `install`."""
+    code = ("import sys\nfrom executor.cli import main\ntry:\n    main(['dispatch', '--agent', 'help'])\n"
+            "except SystemExit:\n    print(sorted(m for m in sys.modules if m.startswith('executor.cli')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "HOOKCAGE_HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "['executor.cli', 'executor.cli.common', 'executor.cli.dispatch']"
 
 
 def test_allow_edits_the_user_config_and_keeps_comments(cli: Cli) -> None:

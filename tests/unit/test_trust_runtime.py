@@ -120,7 +120,7 @@ def test_prune_keeps_a_shared_kernel_record_that_covers_gvisor_runs(project: Pat
     review(project, "runc")
     monkeypatch.setenv("HOOKCAGE_HOME", str(project.parent / "home"))
     monkeypatch.setattr("executor.executor.default_sandbox_factory", lambda backend, settings: RuntimeSandbox("runsc"))
-    monkeypatch.setattr("executor.cli._executor_and_root",
+    monkeypatch.setattr("executor.cli.trust.executor_and_root",
                         lambda p: (executor(project, "runsc")[0], project))
     result = CliRunner().invoke(cli, ["trust", "prune", "--project", str(project)])
     assert result.exit_code == 0, result.output

@@ -1,0 +1,29 @@
+"""``hookcage demo``: a sample agent session against a repository with hostile hooks."""
+
+from __future__ import annotations
+
+import click
+
+from executor.cli.common import CliExit
+
+
+@click.command()
+def demo() -> None:
+    """Run a sample agent session against a repository with hostile hooks.
+
+    Builds the runner image first when it is missing or out of date (a few minutes).
+
+    \b
+    Example:
+        hookcage demo
+    """
+    from executor.demo import run_demo
+    from executor.sandbox.docker import default_client
+    from executor.sandbox.images import RUNNER_IMAGE, build_runner_image, runner_image_current
+
+    client = default_client()
+    if not runner_image_current(client):
+        click.echo(f"{RUNNER_IMAGE} is missing or out of date: building it (a few minutes)...", err=True)
+        build_runner_image(client, log=lambda line: click.echo(f"  {line}", err=True))
+    if not run_demo(click.echo):
+        raise CliExit(1)
