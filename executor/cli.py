@@ -1019,13 +1019,18 @@ def image_build(offline: bool | None, mirror: str | None, rebuild: bool, force: 
         click.echo(line, err=True)
 
     if service:
-        from executor.sandbox.service_image import AGENT_IMAGE, SERVICE_IMAGE, build_service_images
+        from executor.provision.service_image import (
+            AGENT_IMAGE,
+            SERVICE_IMAGE,
+            build_service_images,
+        )
 
         ids = build_service_images(offline=offline, mirror=mirror, rebuild=rebuild, force=force, log=log)
         click.echo(f"{SERVICE_IMAGE} {ids[0]}")
         click.echo(f"{AGENT_IMAGE} {ids[1]}")
         return
-    from executor.sandbox.images import RUNNER_IMAGE, build_runner_image
+    from executor.provision.images import build_runner_image
+    from executor.provision.recipe import RUNNER_IMAGE
 
     image_id = build_runner_image(offline=offline, mirror=mirror, rebuild=rebuild, force=force, log=log)
     click.echo(f"{RUNNER_IMAGE} {image_id}")
@@ -1039,7 +1044,8 @@ def doctor() -> None:
     Example:
         hookcage doctor
     """
-    from executor.sandbox.registry import Probe, backends
+    from executor.provision.doctor import Probe
+    from executor.sandbox.registry import backends
     from executor.settings import load_settings
 
     settings = load_settings()
@@ -1237,8 +1243,9 @@ def demo() -> None:
         hookcage demo
     """
     from executor.demo import run_demo
+    from executor.provision.images import build_runner_image, runner_image_current
+    from executor.provision.recipe import RUNNER_IMAGE
     from executor.sandbox.docker import default_client
-    from executor.sandbox.images import RUNNER_IMAGE, build_runner_image, runner_image_current
 
     client = default_client()
     if not runner_image_current(client):
@@ -1275,8 +1282,8 @@ def setup_runsc(dry_run: bool, force: bool, daemon_json: Path | None) -> None:
     Example:
         apt-get install runsc && hookcage setup runsc
     """
-    from executor.sandbox.runsc_setup import LocalDockerd
-    from executor.sandbox.runsc_setup import setup_runsc as register
+    from executor.provision.runsc import LocalDockerd
+    from executor.provision.runsc import setup_runsc as register
 
     runsc = shutil_which("runsc")
     engine: Any = None
