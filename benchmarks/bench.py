@@ -91,8 +91,8 @@ def settle(pool: Any, spares: int) -> None:
 
 class Bench:
     def __init__(self, runs: int, seconds: float, load_seconds: float = 30.0, burst_seconds: float = 60.0) -> None:
+        from executor.provision.recipe import RUNNER_IMAGE
         from executor.sandbox.docker import default_client
-        from executor.sandbox.images import RUNNER_IMAGE
 
         self.runs, self.seconds, self.load_seconds = runs, seconds, load_seconds
         self.burst_seconds = burst_seconds

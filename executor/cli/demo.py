@@ -18,8 +18,9 @@ def demo() -> None:
         hookcage demo
     """
     from executor.demo import run_demo
+    from executor.provision.images import build_runner_image, runner_image_current
+    from executor.provision.recipe import RUNNER_IMAGE
     from executor.sandbox.docker import default_client
-    from executor.sandbox.images import RUNNER_IMAGE, build_runner_image, runner_image_current
 
     client = default_client()
     if not runner_image_current(client):

@@ -21,7 +21,8 @@ def doctor() -> None:
     Example:
         hookcage doctor
     """
-    from executor.sandbox.registry import Probe, backends
+    from executor.provision.doctor import Probe
+    from executor.sandbox.registry import backends
     from executor.settings import load_settings
 
     settings = load_settings()

@@ -40,13 +40,18 @@ def image_build(offline: bool | None, mirror: str | None, rebuild: bool, force: 
         click.echo(line, err=True)
 
     if service:
-        from executor.sandbox.service_image import AGENT_IMAGE, SERVICE_IMAGE, build_service_images
+        from executor.provision.service_image import (
+            AGENT_IMAGE,
+            SERVICE_IMAGE,
+            build_service_images,
+        )
 
         ids = build_service_images(offline=offline, mirror=mirror, rebuild=rebuild, force=force, log=log)
         click.echo(f"{SERVICE_IMAGE} {ids[0]}")
         click.echo(f"{AGENT_IMAGE} {ids[1]}")
         return
-    from executor.sandbox.images import RUNNER_IMAGE, build_runner_image
+    from executor.provision.images import build_runner_image
+    from executor.provision.recipe import RUNNER_IMAGE
 
     image_id = build_runner_image(offline=offline, mirror=mirror, rebuild=rebuild, force=force, log=log)
     click.echo(f"{RUNNER_IMAGE} {image_id}")

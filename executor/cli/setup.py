@@ -33,8 +33,8 @@ def setup_runsc(dry_run: bool, force: bool, daemon_json: Path | None) -> None:
     Example:
         apt-get install runsc && hookcage setup runsc
     """
-    from executor.sandbox.runsc_setup import LocalDockerd
-    from executor.sandbox.runsc_setup import setup_runsc as register
+    from executor.provision.runsc import LocalDockerd
+    from executor.provision.runsc import setup_runsc as register
 
     runsc = shutil_which("runsc")
     engine: Any = None

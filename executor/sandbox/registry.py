@@ -32,7 +32,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from executor.core.options import SandboxOptions
 from executor.errors import SandboxError
@@ -78,12 +78,27 @@ class Check:
         return out
 
 
+class Provisioning(Protocol):
+    """What the doctor's checks ask of image provisioning (:mod:`executor.provision`, which the sandbox never imports)."""
+
+    def runner_image_current(self, client: Any) -> bool:
+        """Whether the runner image was built from this version's recipe (one inspect call)."""
+
+    def offline_build_tool(self) -> tuple[bool, str]:
+        """Whether an offline build can have a debootstrap, and one line saying how."""
+
+
 class Probe:
     """What the checks of one ``doctor`` run share: things made once, closed at the end.
 
     The first check that needs the engine's client makes it with
     ``probe.get("docker.client", make, close=...)``; later ones get the same.
+    ``provisioning`` answers the checks about building images; without it
+    (this class as is) those checks are left out: ``hookcage doctor`` uses
+    :class:`executor.provision.doctor.Probe`, which has it.
     """
+
+    provisioning: Provisioning | None = None
 
     def __init__(self) -> None:
         self._made: dict[str, Any] = {}

@@ -9,7 +9,7 @@ user-space kernel (gVisor) or the host's kernel, shared with every container.
 
 :func:`merge_runtime` is the edit ``hookcage setup runsc`` makes to the
 engine's ``daemon.json``: one ``runtimes`` entry added, every other key kept.
-No I/O here: :mod:`executor.sandbox.runsc_setup` reads, writes and reloads.
+No I/O here: :mod:`executor.provision.runsc` reads, writes and reloads.
 """
 
 from __future__ import annotations
@@ -122,13 +122,14 @@ def runtime_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
 def _gvisor_lists(probe: Probe, runtime: str) -> Iterator[Check]:
     """Whether coreutils' ``ls -l`` works under this gVisor (a tiny container; needs the runner image)."""
     from executor.errors import HookcageError
+    from executor.sandbox.conventions import DEFAULT_IMAGE
     from executor.sandbox.docker.doctor import engine_of
-    from executor.sandbox.images import RUNNER_IMAGE, STATX_SHIM_LABEL, image_exists, inspect_image
+    from executor.sandbox.docker.imagefacts import STATX_SHIM_LABEL, image_exists, inspect_image
+    from executor.sandbox.docker.probe import STATX_BUG, lists_files
     from executor.sandbox.registry import Check
-    from executor.sandbox.runsc_setup import STATX_BUG, lists_files
 
     client, _ = engine_of(probe)
-    if not image_exists(client, RUNNER_IMAGE):
+    if not image_exists(client, DEFAULT_IMAGE):
         return
     try:
         said = lists_files(client, runtime)
@@ -136,16 +137,16 @@ def _gvisor_lists(probe: Probe, runtime: str) -> Iterator[Check]:
         yield Check(f"a container under {runtime} did not start: {exc}", ok=False,
                     fix='hookcage setup runsc --force, or set runtime = "runc"')
         return
-    info = inspect_image(client, RUNNER_IMAGE) or {}
+    info = inspect_image(client, DEFAULT_IMAGE) or {}
     shim = ((info.get("Config") or {}).get("Labels") or {}).get(STATX_SHIM_LABEL) == "1"
     if said:
         yield Check(f"warning: {STATX_BUG}", detail=(
             f"ls -l / under {runtime}: {said}",
-            f"{RUNNER_IMAGE} carries hookcage's statx shim, which did not help" if shim else
-            f"{RUNNER_IMAGE} has no statx shim (built without a C compiler): apt-get install gcc, "
+            f"{DEFAULT_IMAGE} carries hookcage's statx shim, which did not help" if shim else
+            f"{DEFAULT_IMAGE} has no statx shim (built without a C compiler): apt-get install gcc, "
             "then hookcage image build"))
     elif shim:
-        yield Check(f"{RUNNER_IMAGE} carries hookcage's statx shim: coreutils ls/stat work in it under {runtime} "
+        yield Check(f"{DEFAULT_IMAGE} carries hookcage's statx shim: coreutils ls/stat work in it under {runtime} "
                     "(a user image without it, or a static program, may not: docs/sandbox.md)")
 
 

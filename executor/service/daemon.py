@@ -721,7 +721,7 @@ class Daemon:
     def keep_out(self, secrets: Sequence[Path] = ()) -> list[Path]:
         """What no remote request's path may lead to: the service's home, socket, settings' files,
         cache, the engine's sockets and credentials (``DOCKER_CERT_PATH``, ``~/.docker``), and ``secrets``."""
-        from executor.sandbox.debootstrap import cache_dir
+        from executor.cachedir import cache_dir
 
         paths = [self.home, self.socket_path, *(Path(path) for path in DOCKER_SOCKETS), *secrets]
         settings: Settings | None = None

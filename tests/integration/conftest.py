@@ -132,7 +132,7 @@ def docker_api() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def runner_image(docker_api: Any) -> str:
     """The runner image tag, built (offline when no registry answers) if it is missing or stale."""
-    from executor.sandbox.images import build_runner_image, runner_image_current
+    from executor.provision.images import build_runner_image, runner_image_current
 
     if not runner_image_current(docker_api):
         try:

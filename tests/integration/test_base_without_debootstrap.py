@@ -22,9 +22,10 @@ from typing import Any
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from executor.sandbox.debootstrap import SBIN_DIRS, find_debootstrap
+from executor.provision.base_image import build_base_image
+from executor.provision.debootstrap import SBIN_DIRS, find_debootstrap
+from executor.provision.recipe import PACKAGES_LABEL, base_inputs
 from executor.sandbox.docker import MANAGED_LABEL
-from executor.sandbox.images import PACKAGES_LABEL, base_inputs, build_base_image
 
 pytestmark = pytest.mark.docker
 SESSION = {"hookcage.test-session": os.environ.get("HOOKCAGE_TEST_SESSION", "base-without-debootstrap")}

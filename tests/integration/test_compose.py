@@ -46,9 +46,9 @@ import pytest
 from support import TEST_SESSION_ENV, agent_session
 
 from executor.errors import HookcageError
+from executor.provision.service_image import AGENT_IMAGE, SERVICE_IMAGE
 from executor.sandbox.docker import MANAGED_LABEL
 from executor.sandbox.orphans import OWNER_LABEL
-from executor.sandbox.service_image import AGENT_IMAGE, SERVICE_IMAGE
 
 pytestmark = pytest.mark.docker
 
@@ -80,7 +80,7 @@ def compose_tool() -> str:
 @pytest.fixture(scope="module")
 def service_images(docker_api: Any, runner_image: str) -> tuple[str, str]:
     """Both images of compose.yaml, built when missing or stale (a few minutes then)."""
-    from executor.sandbox.service_image import build_service_images
+    from executor.provision.service_image import build_service_images
 
     try:
         return build_service_images(docker_api, log=lambda line: print(f"[service image] {line}"))
@@ -349,8 +349,8 @@ def test_image_build_service_returns_current_images_at_once(service_images: tupl
 def test_a_stale_service_image_is_rebuilt_with_the_new_inputs(
     docker_api: Any, service_images: tuple[str, str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from executor.sandbox import service_image
-    from executor.sandbox.images import INPUTS_LABEL
+    from executor.provision import service_image
+    from executor.provision.recipe import INPUTS_LABEL
 
     # Another source file, pin, Dockerfile or runner: other inputs than the present images' label.
     monkeypatch.setattr(service_image, "service_inputs", lambda *a, **k: "sha256:other")

@@ -256,7 +256,7 @@ def test_missing_image_says_what_to_do(docker_setup: Setup) -> None:
 
 
 def test_any_image_with_sh_works(docker_setup: Setup, docker_api: Any) -> None:
-    from executor.sandbox.images import BASE_IMAGE
+    from executor.provision.recipe import BASE_IMAGE
 
     if not docker_api.images(name=BASE_IMAGE):
         pytest.skip(f"{BASE_IMAGE} is not present")

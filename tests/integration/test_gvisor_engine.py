@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from support import CliUser, allow, containers_created
 
+from executor.provision.runsc import DEFAULT_DAEMON_JSON, LocalDockerd
 from executor.sandbox.docker import engine_info
-from executor.sandbox.runsc_setup import DEFAULT_DAEMON_JSON, LocalDockerd
 
 pytestmark = pytest.mark.docker
 

@@ -1,7 +1,7 @@
-"""The runner image and its builder (executor.sandbox.images), against the real engine.
+"""The runner image and its builder (executor.provision.images), against the real engine.
 
 These tests never run debootstrap and never pull: they need the runner image
-to exist already (build it once with ``python -m executor.sandbox.images``, a few
+to exist already (build it once with ``python -m executor.provision.images``, a few
 minutes offline) and skip otherwise. ``build_runner_image`` is idempotent by
 design: with a current image present (its inputs label matches) it returns
 the existing id after one inspect call, and ``rebuild=True`` re-runs ``docker
@@ -37,25 +37,22 @@ import pytest
 
 from executor import __version__
 from executor.errors import HookcageError, SandboxError, SandboxUnavailable
-from executor.sandbox import images
-from executor.sandbox.base import RunRequest
-from executor.sandbox.docker import DockerSandbox
-from executor.sandbox.images import (
+from executor.provision import base_image, images
+from executor.provision.images import build_runner_image
+from executor.provision.mirror import DEFAULT_MIRROR, mirror_from_apt_sources, resolve_mirror
+from executor.provision.recipe import (
     BASE_IMAGE,
-    DEFAULT_MIRROR,
     INPUTS_LABEL,
     PACKAGES_LABEL,
     RUNNER_IMAGE,
     RUNNER_WHEELS,
-    ImageBuildError,
     base_inputs,
-    build_runner_image,
-    image_exists,
-    mirror_from_apt_sources,
-    resolve_mirror,
     runner_context,
     runner_inputs,
 )
+from executor.sandbox.base import RunRequest
+from executor.sandbox.docker import DockerSandbox
+from executor.sandbox.docker.imagefacts import ImageBuildError, image_exists
 
 TEST_LABEL = "hookcage.test"
 RUN_ID = f"test-images-{uuid.uuid4().hex[:8]}"
@@ -83,7 +80,7 @@ def client() -> Iterator[Any]:
 def runner(client: Any) -> str:
     """The runner image's id; skips (never builds) when it is absent."""
     if not image_exists(client, RUNNER_IMAGE):
-        pytest.skip(f"{RUNNER_IMAGE} is not built: run `python -m executor.sandbox.images` first")
+        pytest.skip(f"{RUNNER_IMAGE} is not built: run `python -m executor.provision.images` first")
     return str(client.images.get(RUNNER_IMAGE).id)
 
 
@@ -439,7 +436,7 @@ def test_rebuild_reuses_the_base_and_the_layer_cache(
     def no_debootstrap(*args: object, **kwargs: object) -> None:
         raise AssertionError("debootstrap must not run when the base image exists")
 
-    monkeypatch.setattr(images, "_run_debootstrap", no_debootstrap)
+    monkeypatch.setattr(base_image, "_run_debootstrap", no_debootstrap)
     lines: list[str] = []
     rebuilt = build_runner_image(client, offline=True, rebuild=True, log=lines.append)
     assert any(line.startswith("reusing " + BASE_IMAGE) for line in lines)

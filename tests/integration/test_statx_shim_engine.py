@@ -20,7 +20,7 @@ import pytest
 
 from executor.sandbox.base import RunRequest, RunResult
 from executor.sandbox.docker import DockerSandbox, engine_info
-from executor.sandbox.images import STATX_SHIM_LABEL
+from executor.sandbox.docker.imagefacts import STATX_SHIM_LABEL
 from executor.sandbox.pool import PooledDockerSandbox
 
 pytestmark = pytest.mark.docker

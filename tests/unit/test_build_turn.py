@@ -1,4 +1,4 @@
-"""One image build at a time per user on a machine (``executor.sandbox.images.build_turn``)."""
+"""One image build at a time per user on a machine (``executor.provision.images.build_turn``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.sandbox import images
+from executor.provision import images
 
 HOLDER = """
 import sys, time

@@ -24,7 +24,7 @@ import jsonschema
 import pytest
 import yaml
 
-from executor.sandbox.service_image import AGENT_IMAGE, SERVICE_IMAGE
+from executor.provision.service_image import AGENT_IMAGE, SERVICE_IMAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"

@@ -1,4 +1,4 @@
-"""hookcage's own debootstrap (executor.sandbox.debootstrap) and the automatic online/offline choice, no engine.
+"""hookcage's own debootstrap (executor.provision.debootstrap) and the automatic online/offline choice, no engine.
 
 apt and dpkg-deb are faked here (a runner that plays their parts); the real
 fetch runs in tests/integration/test_base_without_debootstrap.py.
@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 import requests.exceptions  # type: ignore[import-untyped, unused-ignore]
 
-from executor.sandbox import debootstrap as deb
-from executor.sandbox import images
-from executor.sandbox.debootstrap import (
+from executor.cachedir import cache_dir
+from executor.provision import base_image, images
+from executor.provision import debootstrap as deb
+from executor.provision.debootstrap import (
     STAMP,
     DebootstrapFetchError,
     DownloadURI,
     apt_config,
     apt_options,
-    cache_dir,
     cached_debootstrap,
     deb_fields,
     fetch_debootstrap,
@@ -37,7 +37,8 @@ from executor.sandbox.debootstrap import (
     unsafe_for_root,
     version_dir,
 )
-from executor.sandbox.images import SLIM_IMAGE, ImageBuildError
+from executor.provision.recipe import SLIM_IMAGE
+from executor.sandbox.docker.imagefacts import ImageBuildError
 
 VERSION = "1.0.128+nmu2+deb12u2"
 FILENAME = f"debootstrap_{VERSION}_all.deb"
@@ -314,18 +315,18 @@ def test_debootstrap_needs_wget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_building_offline_without_root_says_so_before_fetching(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(images.os, "geteuid", lambda: 1000)
-    with pytest.raises(ImageBuildError, match="needs root"), images._require_debootstrap(
+    monkeypatch.setattr(base_image.os, "geteuid", lambda: 1000)
+    with pytest.raises(ImageBuildError, match="needs root"), base_image._require_debootstrap(
         search_path="", log=lambda _: None
     ):
         pass
 
 
 def test_a_fetch_failure_is_an_image_build_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if os.geteuid() != 0 or not images.DEBIAN_KEYRING.is_file():
+    if os.geteuid() != 0 or not base_image.DEBIAN_KEYRING.is_file():
         pytest.skip("the root and keyring checks come first")
     tools_present(monkeypatch, missing=("apt-get",))
-    with pytest.raises(ImageBuildError, match="neither debootstrap nor apt-get"), images._require_debootstrap(
+    with pytest.raises(ImageBuildError, match="neither debootstrap nor apt-get"), base_image._require_debootstrap(
         search_path="", cache=tmp_path / "c", log=lambda _: None
     ):
         pass
@@ -436,7 +437,7 @@ class Clock:
 
 def test_debootstrap_chatter_folds_into_phases_with_a_heartbeat() -> None:
     clock, lines = Clock(), []
-    summary = images._PhaseLog(lines.append, clock=clock)
+    summary = base_image._PhaseLog(lines.append, clock=clock)
     for raw in ["I: Retrieving InRelease", "I: Retrieving libc6 2.36-9", "I: Validating libc6 2.36-9",
                 "I: Retrieving bash 5.2", "I: Unpacking the base system...", "I: Unpacking libc6:amd64..."]:
         summary.line(raw + "\n")
@@ -455,7 +456,7 @@ def test_debootstrap_chatter_folds_into_phases_with_a_heartbeat() -> None:
 
 def test_apt_in_the_chroot_says_only_its_phases_and_warnings() -> None:
     clock, lines = Clock(), []
-    summary = images._PhaseLog(lines.append, "apt-get", images._apt_phase, echo=False, clock=clock)
+    summary = base_image._PhaseLog(lines.append, "apt-get", base_image._apt_phase, echo=False, clock=clock)
     for raw in ["Reading package lists...", "Get:1 http://deb.debian.org/debian bookworm/main node-a 1 [2 kB]",
                 "Get:2 http://deb.debian.org/debian bookworm/main node-b 1 [2 kB]",
                 "Selecting previously unselected package node-a.", "Unpacking node-a (1) ...",

@@ -1,4 +1,4 @@
-"""The runner image builder's pure parts (executor.sandbox.images), with no Docker engine.
+"""The runner image builder's pure parts (executor.provision.images), with no Docker engine.
 
 The input hashes that decide when the base and the runner are made again,
 the wheel pins, fetching the wheels (pip, faked here, or
@@ -21,8 +21,17 @@ from typing import Any
 import pytest
 
 from executor.errors import SandboxError
-from executor.sandbox import images
-from executor.sandbox.images import (
+from executor.provision import base_image, images
+from executor.provision.base_image import build_base_image, debootstrap_packages
+from executor.provision.build_context import (
+    WHEELHOUSE_ENV,
+    extract_binaries,
+    fetch_wheels,
+    normalize_machine,
+    prepare_context,
+)
+from executor.provision.images import build_runner_image
+from executor.provision.recipe import (
     APT_AFTER_DEBOOTSTRAP,
     BASE_IMAGE,
     INPUTS_LABEL,
@@ -31,20 +40,12 @@ from executor.sandbox.images import (
     RUNNER_PACKAGES,
     RUNNER_WHEELS,
     TOOLS_DIR,
-    WHEELHOUSE_ENV,
-    ImageBuildError,
     WheelTool,
     base_inputs,
-    build_base_image,
-    build_runner_image,
-    debootstrap_packages,
-    extract_binaries,
-    fetch_wheels,
-    normalize_machine,
-    prepare_context,
     runner_context,
     runner_inputs,
 )
+from executor.sandbox.docker.imagefacts import ImageBuildError
 
 ELF = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + b"fake binary"
 
@@ -457,7 +458,7 @@ class Stop(Exception):
 
 def test_current_base_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     engine = FakeEngine({BASE_IMAGE: ("sha256:base", {PACKAGES_LABEL: base_inputs()})})
-    monkeypatch.setattr(images, "_require_debootstrap", no_pip)
+    monkeypatch.setattr(base_image, "_require_debootstrap", no_pip)
     lines: list[str] = []
     assert build_base_image(engine, log=lines.append) == "sha256:base"
     assert lines == [f"reusing {BASE_IMAGE} (sha256:base)"]
@@ -472,7 +473,7 @@ def test_base_of_another_package_list_is_made_again(
     def debootstrap(**kwargs: object) -> str:
         raise Stop
 
-    monkeypatch.setattr(images, "_require_debootstrap", debootstrap)
+    monkeypatch.setattr(base_image, "_require_debootstrap", debootstrap)
     lines: list[str] = []
     with pytest.raises(Stop):
         build_base_image(engine, log=lines.append)

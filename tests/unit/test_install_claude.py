@@ -227,8 +227,8 @@ def test_what_hookcage_runs_or_registers_from_path_is_never_the_checkouts(
     """The siblings of install's fallback: the compiler of the statx shim and debootstrap (run at an
     image build), and the runsc `setup runsc` registers with dockerd (run as root by every container)."""
     from executor.cli.setup import shutil_which
-    from executor.sandbox.debootstrap import system_debootstrap
-    from executor.sandbox.images import shim_compiler
+    from executor.provision.debootstrap import system_debootstrap
+    from executor.provision.recipe import shim_compiler
 
     for name in ("cc", "debootstrap", "runsc", "mycc"):
         _script(tmp_path / name, "repository")

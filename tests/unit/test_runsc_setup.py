@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.sandbox.runsc_setup import SetupError, setup_runsc
+from executor.provision.runsc import SetupError, setup_runsc
 
 ORIGINAL = '{"data-root": "/var/lib/docker", "storage-driver": "fuse-overlayfs", "mtu": 1400}'
 

@@ -1,4 +1,4 @@
-"""The service image's inputs and wheels (executor.sandbox.service_image), without an engine or pip."""
+"""The service image's inputs and wheels (executor.provision.service_image), without an engine or pip."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from executor.sandbox import service_image
-from executor.sandbox.images import ImageBuildError
-from executor.sandbox.service_image import (
+from executor.provision import service_image
+from executor.provision.service_image import (
     AGENT_CONTEXT,
     SERVICE_CONTEXT,
     SOURCE_PARTS,
@@ -23,6 +22,7 @@ from executor.sandbox.service_image import (
     service_inputs,
     source_checkout,
 )
+from executor.sandbox.docker.imagefacts import ImageBuildError
 
 ROOT = Path(__file__).resolve().parents[2]
 

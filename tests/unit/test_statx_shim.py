@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
-from executor.sandbox import images
-from executor.sandbox.images import (
+from executor.provision import build_context, images
+from executor.provision.build_context import build_statx_shim
+from executor.provision.recipe import (
     INPUTS_LABEL,
-    STATX_SHIM_LABEL,
     STATX_SHIM_LIBRARY,
     STATX_SHIM_SOURCE,
-    build_statx_shim,
     runner_context,
     runner_inputs,
     shim_compiler,
 )
+from executor.sandbox.docker.imagefacts import STATX_SHIM_LABEL, ImageBuildError
 
 CC = shutil.which("cc")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler on this machine (apt-get install gcc)")
@@ -92,7 +92,7 @@ def test_the_shim_source_and_the_compiler_are_runner_inputs(tmp_path: Path) -> N
 def test_a_context_without_the_shim_source_is_one_line(tmp_path: Path) -> None:
     context = context_copy(tmp_path)
     (context / STATX_SHIM_SOURCE).unlink()
-    with pytest.raises(images.ImageBuildError, match=STATX_SHIM_SOURCE) as caught:
+    with pytest.raises(ImageBuildError, match=STATX_SHIM_SOURCE) as caught:
         runner_inputs(context)
     assert "\n" not in str(caught.value)
 
@@ -125,7 +125,7 @@ def test_a_failing_compile_leaves_nothing_and_says_why(tmp_path: Path) -> None:
     broken.write_text("#!/bin/sh\necho 'cc: internal error: boom' >&2\n: > \"$5\"\nexit 1\n")
     broken.chmod(0o755)
     lines: list[str] = []
-    host = images.normalize_machine(os.uname().machine)
+    host = build_context.normalize_machine(os.uname().machine)
     built = build_statx_shim(context_copy(tmp_path), tmp_path / "shim", host,
                              environ={"PATH": str(broken.parent)}, log=lines.append)
     assert built is False and not (tmp_path / "shim" / STATX_SHIM_LIBRARY).exists()
@@ -134,7 +134,7 @@ def test_a_failing_compile_leaves_nothing_and_says_why(tmp_path: Path) -> None:
 
 def test_an_engine_of_another_machine_gets_no_shim(tmp_path: Path) -> None:
     lines: list[str] = []
-    other = "aarch64" if images.normalize_machine(os.uname().machine) != "aarch64" else "x86_64"
+    other = "aarch64" if build_context.normalize_machine(os.uname().machine) != "aarch64" else "x86_64"
     assert not build_statx_shim(runner_context(), tmp_path / "shim", other, log=lines.append)
     assert len(lines) == 1 and other in lines[0]
 
@@ -167,7 +167,7 @@ def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if CC is None:
         pytest.skip("no C compiler on this machine (apt-get install gcc)")
     folder = tmp_path_factory.mktemp("shim")
-    assert build_statx_shim(runner_context(), folder, images.normalize_machine(os.uname().machine), log=no_log)
+    assert build_statx_shim(runner_context(), folder, build_context.normalize_machine(os.uname().machine), log=no_log)
     return folder / STATX_SHIM_LIBRARY
 
 

@@ -367,7 +367,7 @@ def _seccomp_for(traits: EngineTraits) -> str | None:
     """
     if traits.kind != PODMAN:
         return None
-    from executor.sandbox.debootstrap import cache_dir
+    from executor.cachedir import cache_dir
 
     try:
         return podman_seccomp_file(cache_dir())

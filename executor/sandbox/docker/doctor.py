@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from executor.errors import HookcageError
+from executor.sandbox.conventions import DEFAULT_IMAGE
 from executor.sandbox.docker.engine import EngineInfo, default_client, engine_info
+from executor.sandbox.docker.imagefacts import image_exists
 from executor.sandbox.registry import Check, Probe
 
 if TYPE_CHECKING:
@@ -37,8 +39,6 @@ def engine_of(probe: Probe, engine: str | None = None) -> tuple[Any, EngineInfo]
 
 def engine_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     """The engine answers; the image is there and current; the limits are enforced; its runtimes."""
-    from executor.sandbox.images import RUNNER_IMAGE, image_exists, runner_image_current
-
     try:
         client, info = engine_of(probe, settings.engine)
     except HookcageError as exc:
@@ -47,12 +47,13 @@ def engine_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     yield Check(f"{_engine_title(info)} {info['version']} (API {info['api_version']}), {info['os']}, "
                 f"kernel {info['kernel']}", ok=True)
     yield from podman_checks(info)
-    image_name = settings.image or RUNNER_IMAGE
+    image_name = settings.image or DEFAULT_IMAGE
     present = image_exists(client, image_name)
     yield Check(f"image {image_name} present", ok=present, fix="hookcage image build")
-    if present and image_name == RUNNER_IMAGE:
+    if present and image_name == DEFAULT_IMAGE and probe.provisioning is not None:
         # An image built from older inputs lacks what hooks now expect (node, uv, ruff...).
-        yield Check(f"image {image_name} built from this version's recipe", ok=runner_image_current(client),
+        yield Check(f"image {image_name} built from this version's recipe",
+                    ok=probe.provisioning.runner_image_current(client),
                     fix="hookcage image build (rebuilds what changed)")
     yield Check("memory limits enforced", ok=info["memory_limit"], fix="enable the memory cgroup controller")
     yield Check("swap limits enforced (no swap for hooks)", ok=info["swap_limit"] or info["cgroup_version"] == "2",
@@ -91,13 +92,12 @@ def podman_checks(info: EngineInfo) -> Iterator[Check]:
 
 def offline_build_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     """Whether the runner image can be built without a registry (debootstrap, installed or fetched)."""
-    from executor.sandbox.debootstrap import offline_build_tool
-    from executor.sandbox.images import RUNNER_IMAGE, image_exists
-
+    if probe.provisioning is None:
+        return
     client, _ = engine_of(probe)
-    offline_ready, offline_how = offline_build_tool()
+    offline_ready, offline_how = probe.provisioning.offline_build_tool()
     yield Check(f"image build without a registry: {offline_how}",
-                ok=offline_ready or image_exists(client, settings.image or RUNNER_IMAGE),
+                ok=offline_ready or image_exists(client, settings.image or DEFAULT_IMAGE),
                 fix="install debootstrap with your package manager")
 
 
@@ -105,7 +105,6 @@ def path_map_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     """The path_map section: where the engine sees hookcage's paths; each directory entry probed."""
     from executor.core.text import one_line
     from executor.sandbox import pathcheck
-    from executor.sandbox.images import RUNNER_IMAGE, image_exists
     from executor.sandbox.paths import Candidates, engine_path, resolve_path_map, with_resolved_keys
 
     client, _ = engine_of(probe)
@@ -128,8 +127,8 @@ def path_map_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
         yield Check(f"hookcage's home {settings.home}: {exc}", ok=False,
                     fix="mount the home into hookcage's container (a named volume will do), or add it to "
                         "HOOKCAGE_PATH_MAP")
-    if not image_exists(client, RUNNER_IMAGE):
-        yield Check(f"path_map not checked: the probe needs the image {RUNNER_IMAGE}", ok=False,
+    if not image_exists(client, DEFAULT_IMAGE):
+        yield Check(f"path_map not checked: the probe needs the image {DEFAULT_IMAGE}", ok=False,
                     fix="hookcage image build")
         return
     try:

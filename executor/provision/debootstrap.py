@@ -1,6 +1,6 @@
 """A debootstrap to build the offline base with: the system's, else hookcage's own copy.
 
-The offline runner build (:mod:`executor.sandbox.images`) makes its Debian
+The offline runner build (:mod:`executor.provision.images`) makes its Debian
 base with debootstrap. A machine without it installed gets one without any
 system-wide change:
 
@@ -44,8 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import platformdirs
-
+from executor.cachedir import cache_dir
 from executor.errors import SandboxError
 from executor.places import outside_cwd
 
@@ -57,7 +56,6 @@ __all__ = [
     "DownloadURI",
     "apt_config",
     "apt_options",
-    "cache_dir",
     "cached_debootstrap",
     "deb_fields",
     "fetch_debootstrap",
@@ -133,18 +131,6 @@ class DownloadURI:
 
 
 # --------------------------------------------------------------------------- pure parts
-
-
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """hookcage's cache: ``$HOOKCAGE_HOME/cache`` when that is set, else the user's (``~/.cache/hookcage``)."""
-    env = os.environ if environ is None else environ
-    home = env.get("HOOKCAGE_HOME")
-    if home:
-        return Path(home).expanduser() / "cache"
-    xdg = env.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "hookcage"
-    return Path(platformdirs.user_cache_dir("hookcage"))
 
 
 def shown(path: Path | str, home: str | None = None) -> str:

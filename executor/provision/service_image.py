@@ -3,11 +3,11 @@
 ``compose.yaml`` runs ``hookcage serve --listen`` in ``hookcage/service`` and,
 in its ``agent`` profile, an example headless agent in
 ``hookcage/compose-agent``. Both are built ``FROM`` the runner image
-(:mod:`executor.sandbox.images`: it has python3 3.11 and uv), with nothing
+(:mod:`executor.provision.images`: it has python3 3.11 and uv), with nothing
 downloaded inside the build (``--network none``, no registry):
 
 1. the runner image is built first when it is missing or out of date
-   (:func:`executor.sandbox.images.build_runner_image`);
+   (:func:`executor.provision.images.build_runner_image`);
 2. on the host, this checkout's sources are copied to a temporary folder and
    ``pip wheel`` makes hookcage's wheel from the copy; ``pip download
    --only-binary=:all:`` fetches the wheel of every dependency for the
@@ -29,7 +29,7 @@ returns present images whose label matches at once and rebuilds them when
 it differs (a changed source file, pin, Dockerfile or runner), so a stale
 service image is never used.
 
-Usable as ``hookcage image build --service`` or ``python -m executor.sandbox.service_image``.
+Usable as ``hookcage image build --service`` or ``python -m executor.provision.service_image``.
 """
 
 from __future__ import annotations
@@ -51,20 +51,16 @@ from typing import Any
 
 from executor import __version__
 from executor.errors import HookcageError
-from executor.sandbox.docker import default_client
-from executor.sandbox.images import (
-    INPUTS_LABEL,
-    RUNNER_IMAGE,
-    WHEELHOUSE_ENV,
-    Client,
-    ImageBuildError,
+from executor.provision.build_context import WHEELHOUSE_ENV, engine_machine
+from executor.provision.images import (
     build_runner_image,
     build_turn,
     docker_build,
-    engine_machine,
-    inspect_image,
     remove_superseded,
 )
+from executor.provision.recipe import INPUTS_LABEL, RUNNER_IMAGE
+from executor.sandbox.docker import default_client
+from executor.sandbox.docker.imagefacts import Client, ImageBuildError, inspect_image
 
 __all__ = [
     "AGENT_IMAGE",
@@ -557,7 +553,7 @@ def build_service_images(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m executor.sandbox.service_image [--rebuild] [--force]``: build, print both ids."""
+    """``python -m executor.provision.service_image [--rebuild] [--force]``: build, print both ids."""
     args = list(sys.argv[1:] if argv is None else argv)
     unknown = [a for a in args if a not in ("--rebuild", "--force")]
     if unknown:
