@@ -57,17 +57,6 @@ def forwardable(args: Sequence[str]) -> tuple[bool, str | None, str | None]:
     return True, event, agent
 
 
-def refuse_recursion() -> NoReturn:
-    """A ``hookcage dispatch`` run by one of hookcage's hooks answers at once (:mod:`executor.in_hook`).
-
-    No configuration can make hookcage call itself: an agent's file whose
-    hook routes to hookcage, run on the host, would otherwise loop.
-    """
-    sys.stdout.write("{}\n")
-    sys.stderr.write("hookcage: dispatch called from inside a hook: nothing run (hookcage never calls itself)\n")
-    sys.exit(0)
-
-
 def read_stdin() -> bytes | None:
     """The agent's stdin, one byte past the bound (a larger payload is refused); None when unreadable."""
     if sys.stdin is None:
@@ -109,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         from executor import in_hook  # only when set: one module less on every other event
 
         if in_hook.recursing(os.environ, IN_HOOK_VAR):
-            refuse_recursion()
+            in_hook.refuse_recursion()
     if args[:1] == ["dispatch"] and os.environ.get(client.URL_VAR) and not wants_help(args):
         remote_dispatch(args)
     forward, event, agent = forwardable(args)

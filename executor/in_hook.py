@@ -30,6 +30,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import NoReturn
 
 PREFIX = "hookcage-in-hook-"
 MAX_ANCESTORS = 256
@@ -116,3 +117,14 @@ def recursing(environ: Mapping[str, str], name: str) -> bool:
         _warned = True
         sys.stderr.write(f"hookcage: {name} is set, but not by a hook hookcage runs: ignored, every hook runs\n")
     return False
+
+
+def refuse_recursion() -> NoReturn:
+    """A ``hookcage dispatch`` run by one of hookcage's hooks answers at once (:mod:`executor.in_hook`).
+
+    No configuration can make hookcage call itself: an agent's file whose
+    hook routes to hookcage, run on the host, would otherwise loop.
+    """
+    sys.stdout.write("{}\n")
+    sys.stderr.write("hookcage: dispatch called from inside a hook: nothing run (hookcage never calls itself)\n")
+    sys.exit(0)

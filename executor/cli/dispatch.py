@@ -37,9 +37,7 @@ def dispatch(obj: Any, event: str | None, agent: str | None) -> None:
     from executor.dialects import DIALECTS, agent_names
 
     if agent != "help" and in_hook.recursing(os.environ, IN_HOOK_VAR):
-        from executor.entry import refuse_recursion
-
-        refuse_recursion()
+        in_hook.refuse_recursion()
     if agent == "help":
         _agent_help(DIALECTS)
         raise CliExit(0)
