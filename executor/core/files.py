@@ -2,8 +2,8 @@
 
 The trust gate makes these (``executor.gates.trust.collect_references``);
 the dependency finder (``executor.core.deps``) and the staging of reviewed
-bytes read them. The core owns the type; ``executor.gates.trust``
-re-exports it.
+bytes read them. The core owns the type, so nothing in the core reaches up
+to the gates for it.
 """
 
 from __future__ import annotations

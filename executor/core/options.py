@@ -1,7 +1,7 @@
 """How one hook asked to run: its sandbox options, as its hook file said (pure data).
 
 The core owns this type (a hook's identity includes it); the sandbox
-backends read it. ``executor.sandbox.base`` re-exports it.
+backends read it (``executor.sandbox.base`` imports it from here).
 """
 
 from __future__ import annotations

@@ -28,7 +28,6 @@ WARMUP = "".join(
     f"case $_hc_warm in *,{name},*) {{ {command}; }} </dev/null >/dev/null 2>&1 ;; esac\n"
     for name, command in WARMUPS.items()
 )
-_SCRIPT_KINDS = {".py": "python3"}
 _WORD = re.compile(r"[^\s'\"`;&|()<>$={}]+")
 READY_LINE = b"hookcage-ready\n"
 """What the bootstrap prints on stdout once its idle watchdog is armed."""
@@ -326,12 +325,8 @@ def warmups(command: str) -> frozenset[str]:
         name = word.rsplit("/", 1)[-1]
         if name in WARMUPS:
             found.add(name)
-        elif name == "python" or name.startswith("python3."):
+        elif name == "python" or name.startswith("python3.") or name.endswith(".py"):
             found.add("python3")
-        else:
-            suffix = name[name.rfind("."):] if "." in name else ""
-            if suffix in _SCRIPT_KINDS:
-                found.add(_SCRIPT_KINDS[suffix])
     return frozenset(found)
 
 
