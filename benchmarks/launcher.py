@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from executor import __version__, launcher  # noqa: E402
+from executor import __version__, entry, launcher  # noqa: E402
 from executor.service import client  # noqa: E402
 
 PIP_SCRIPT = """# -*- coding: utf-8 -*-
@@ -138,7 +138,7 @@ def rows(runs: int = 30) -> list[Row]:
             environ = setup.env()
 
             def http_route() -> None:
-                answer = client.forward(None, setup.payload, environ, agent="claude")
+                answer = entry.through_daemon(None, setup.payload, environ, agent="claude")
                 assert answer is not None and answer.stdout == "{}\n", answer
             paths = {
                 "`python -I -S -c pass` (the floor)": lambda: subprocess.run(floor, check=True),

@@ -14,6 +14,7 @@ the standard library only (:mod:`executor.service.client`):
 
 from __future__ import annotations
 
+import _socket
 import itertools
 import os
 import sys
@@ -23,7 +24,7 @@ from executor.service import client
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import NoReturn
 
 
@@ -55,6 +56,34 @@ def forwardable(args: Sequence[str]) -> tuple[bool, str | None, str | None]:
     if agent is not None and (not agent or agent == "help" or agent.startswith("-")):
         return False, None, None
     return True, event, agent
+
+
+def through_daemon(event: str | None, raw: bytes, environ: Mapping[str, str], *, agent: str | None = None) -> client.Answer | None:
+    """Answer one event through the daemon, starting it when none runs; None when the caller must
+    answer in-process.
+
+    With no daemon on the socket (or one that retired), the daemon is started
+    (:func:`executor.service.autostart.ensure`, unless ``HOOKCAGE_DAEMON=off``) and
+    asked once more.
+
+    Args:
+        event: the EVENT argument of ``hookcage dispatch`` (None when left out).
+        raw: the agent's stdin, already read.
+        environ: the caller's environment (``os.environ``).
+        agent: the ``--agent`` argument (None when left out).
+    """
+    if not hasattr(_socket, "AF_UNIX") or environ.get("HOOKCAGE_NO_DAEMON") or environ.get("HOOKCAGE_DEBUG"):
+        return None
+    path = client.socket_path(environ)
+    if path is None:
+        return None
+    outcome, answer = client.ask_daemon(path, event, raw, environ, agent)
+    if outcome in (client.ABSENT, client.RETIRED):
+        from executor.service import autostart
+
+        if autostart.enabled(environ) and autostart.ensure(environ, path):
+            outcome, answer = client.ask_daemon(path, event, raw, environ, agent)
+    return answer if outcome == client.ANSWERED else None
 
 
 def read_stdin() -> bytes | None:
@@ -107,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         raw = read_stdin()  # None: the in-process path reads again and reports it as it always has
         if raw is not None:
             try:
-                answer = client.forward(event, raw, os.environ, agent=agent)
+                answer = through_daemon(event, raw, os.environ, agent=agent)
             except KeyboardInterrupt:
                 sys.exit(130)  # as the in-process CLI exits on Ctrl-C
             if answer is not None:

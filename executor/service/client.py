@@ -31,12 +31,13 @@ How the local path works:
    not given), the agent's stdin bytes (base64), the caller's environment
    that can change a verdict (:func:`forwarded_env`), the hookcage home the
    caller would use and its working directory in one JSON body.
-3. :func:`forward` connects (0.2 s), sends ``POST /dispatch``, waits for the
+3. :func:`ask_daemon` connects (0.2 s), sends ``POST /dispatch``, waits for the
    answer (``$HOOKCAGE_CLIENT_TIMEOUT``, default 600 s) and returns it. With no
    daemon on the socket (no file, nobody listening) or one that answers
-   *retire* (410: another version or code, leaving), it starts one
-   (:mod:`executor.service.autostart`; not with ``HOOKCAGE_DAEMON=off``) and
-   asks again. It returns ``None`` whenever the caller must answer in-process
+   *retire* (410: another version or code, leaving), the caller
+   (:func:`executor.entry.through_daemon`) starts one (:mod:`executor.service.autostart`,
+   which uses this module; not with ``HOOKCAGE_DAEMON=off``) and asks again.
+   No answer (``None``) means the caller must answer in-process
    instead: no daemon after all, a socket owned by someone else, a refusal (409:
    the daemon cannot promise the in-process answer, e.g. another Docker
    engine or an agent it does not know), an answer that does not name the agent's
@@ -421,34 +422,6 @@ def ask_daemon(
         return ANSWERED, decode_answer(status, answer, agent)
     except ClientError:
         return IN_PROCESS, None
-
-
-def forward(event: str | None, raw: bytes, environ: Mapping[str, str], *, agent: str | None = None) -> Answer | None:
-    """Answer one event through the daemon, starting it when none runs; None when the caller must
-    answer in-process.
-
-    With no daemon on the socket (or one that retired), the daemon is started
-    (:func:`executor.service.autostart.ensure`, unless ``HOOKCAGE_DAEMON=off``) and
-    asked once more.
-
-    Args:
-        event: the EVENT argument of ``hookcage dispatch`` (None when left out).
-        raw: the agent's stdin, already read.
-        environ: the caller's environment (``os.environ``).
-        agent: the ``--agent`` argument (None when left out).
-    """
-    if not hasattr(_socket, "AF_UNIX") or environ.get("HOOKCAGE_NO_DAEMON") or environ.get("HOOKCAGE_DEBUG"):
-        return None
-    path = socket_path(environ)
-    if path is None:
-        return None
-    outcome, answer = ask_daemon(path, event, raw, environ, agent)
-    if outcome in (ABSENT, RETIRED):
-        from executor.service import autostart
-
-        if autostart.enabled(environ) and autostart.ensure(environ, path):
-            outcome, answer = ask_daemon(path, event, raw, environ, agent)
-    return answer if outcome == ANSWERED else None
 
 
 def health(path: str, *, timeout: float = 1.0) -> dict[str, object] | None:

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from support import allow, commands_in
 
+from executor import entry
 from executor.entry import forwardable
 from executor.service import client
 
@@ -214,9 +215,9 @@ def test_only_plain_dispatch_calls_are_offered_to_the_daemon(
 
 def test_no_socket_means_none(tmp_path: Path) -> None:
     env = {"HOOKCAGE_HOME": str(tmp_path), "HOOKCAGE_DAEMON": "off"}  # with auto, one is started
-    assert client.forward("Stop", b"{}", env) is None
+    assert entry.through_daemon("Stop", b"{}", env) is None
     (tmp_path / "hookcage.sock").write_text("a regular file is nobody's daemon")
-    assert client.forward("Stop", b"{}", env) is None
+    assert entry.through_daemon("Stop", b"{}", env) is None
 
 
 def test_a_socket_nobody_listens_on_means_none(tmp_path: Path) -> None:
@@ -224,7 +225,7 @@ def test_a_socket_nobody_listens_on_means_none(tmp_path: Path) -> None:
     sock.bind(str(tmp_path / "hookcage.sock"))  # bound, never listening: connect is refused
     try:
         started = time.monotonic()
-        assert client.forward("Stop", b"{}", {"HOOKCAGE_HOME": str(tmp_path), "HOOKCAGE_DAEMON": "off"}) is None
+        assert entry.through_daemon("Stop", b"{}", {"HOOKCAGE_HOME": str(tmp_path), "HOOKCAGE_DAEMON": "off"}) is None
         assert time.monotonic() - started < 1
     finally:
         sock.close()
