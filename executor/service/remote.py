@@ -42,7 +42,7 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -52,11 +52,11 @@ from pydantic import BaseModel
 
 from executor import __version__
 from executor.service.auth import ServiceConfigError, bearer_matches
-from executor.service.daemon import RemoteDispatchRequest, answer_watching
+from executor.service.dispatching import RemoteDispatchRequest, Watch, answer_watching
+from executor.service.metrics import ServiceMetrics
 
 if TYPE_CHECKING:
-    from executor.service.daemon import Daemon
-    from executor.service.metrics import ServiceMetrics
+    from executor.core.protocol import AgentAnswer
 
 logger = logging.getLogger("hookcage.daemon")
 
@@ -360,7 +360,19 @@ _DISPATCH_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def build_remote_app(daemon: Daemon, options: RemoteOptions, address: str) -> Gate:
+class Answerer(Protocol):
+    """What the TCP app needs of the daemon behind it (:class:`executor.service.daemon.Daemon`)."""
+
+    metrics: ServiceMetrics
+
+    def health(self) -> dict[str, Any]: ...
+
+    def answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None = None, *,
+                      roots: Sequence[Path] = (), transcript_roots: Sequence[Path] = (),
+                      secrets: Sequence[Path] = ()) -> tuple[AgentAnswer, str]: ...
+
+
+def build_remote_app(daemon: Answerer, options: RemoteOptions, address: str) -> Gate:
     """The ASGI app the TCP listener serves (remote mode), counting into ``daemon.metrics``."""
     metrics = daemon.metrics
     app = FastAPI(title="hookcage service", version=__version__, docs_url=None, redoc_url=None,
@@ -424,19 +436,24 @@ def build_remote_app(daemon: Daemon, options: RemoteOptions, address: str) -> Ga
 
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI description of the TCP service (what ``GET /openapi.json`` answers)."""
-    import tempfile
 
-    from executor.service.daemon import Daemon
+    class Unused:
+        """The app's description needs no daemon behind it: nothing is answered."""
 
-    with tempfile.TemporaryDirectory() as folder:
-        daemon = Daemon(Path(folder) / "unused.sock", home=Path(folder))
-        try:
-            gate = build_remote_app(daemon, RemoteOptions("127.0.0.1", 0, "x" * 16), "http://127.0.0.1:0")
-            app = gate.app
-            assert isinstance(app, FastAPI)
-            return app.openapi()
-        finally:
-            daemon.close()
+        metrics = ServiceMetrics()
+
+        def health(self) -> dict[str, Any]:
+            raise NotImplementedError
+
+        def answer_remote(self, request: RemoteDispatchRequest, watch: Watch | None = None, *,
+                          roots: Sequence[Path] = (), transcript_roots: Sequence[Path] = (),
+                          secrets: Sequence[Path] = ()) -> tuple[AgentAnswer, str]:
+            raise NotImplementedError
+
+    gate = build_remote_app(Unused(), RemoteOptions("127.0.0.1", 0, "x" * 16), "http://127.0.0.1:0")
+    app = gate.app
+    assert isinstance(app, FastAPI)
+    return app.openapi()
 
 
 if __name__ == "__main__":  # python -m executor.service.remote > docs/openapi.json

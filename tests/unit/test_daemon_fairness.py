@@ -23,7 +23,7 @@ import pytest
 
 from executor import __version__
 from executor.core.protocol import AgentAnswer
-from executor.service import client, daemon
+from executor.service import client, daemon, dispatching
 from executor.service.daemon import MAX_IN_FLIGHT, MAX_PER_PROJECT, Busy, Daemon
 
 HANG = 30.0
@@ -167,7 +167,7 @@ def test_a_request_that_finds_no_worker_thread_is_refused_and_never_runs_later(m
     import anyio
     import anyio.to_thread
 
-    monkeypatch.setattr(daemon, "START_WAIT", 0.3)
+    monkeypatch.setattr(dispatching, "START_WAIT", 0.3)
     ran: list[int] = []
 
     class Caller:
@@ -180,7 +180,7 @@ def test_a_request_that_finds_no_worker_thread_is_refused_and_never_runs_later(m
         release = threading.Event()
         blocker = asyncio.ensure_future(anyio.to_thread.run_sync(release.wait, HANG))  # the only thread
         await asyncio.sleep(0.1)
-        reply = await daemon.answer_watching(lambda watch: (ran.append(1), (AgentAnswer(0, "", ""), "claude"))[1],
+        reply = await dispatching.answer_watching(lambda watch: (ran.append(1), (AgentAnswer(0, "", ""), "claude"))[1],
                                              Caller())  # type: ignore[arg-type]
         release.set()
         await blocker
