@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_executor import Env, hooks
+from executor_env import Env, hooks
 
 from executor.runlog import FIELD_CAP, append_records, cap_record, rotate
 

@@ -24,7 +24,7 @@ from executor.provision.service_image import (
 )
 from executor.sandbox.docker.imagefacts import ImageBuildError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _lookup(table: dict[str, tuple[str, list[str]]]) -> Any:

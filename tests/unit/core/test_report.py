@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 import xmlschema
 from cmarkgfm.cmark import Options  # type: ignore[import-untyped, unused-ignore]
-from test_executor import Env, hooks
+from executor_env import Env, hooks
 
 from executor.core.report import (
     FAILURES,
@@ -42,8 +42,8 @@ from executor.dialects import DIALECTS
 from executor.runlog import append_records, open_log, rotated_files
 from executor.sandbox import RunResult
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DATA = Path(__file__).resolve().parents[2] / "data"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 NOW = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from executor_env import Env, hooks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_executor import Env, hooks
 
 from executor.config import load_hook_file
 from executor.core.events import get_event

@@ -15,7 +15,7 @@ from support import allow
 
 HOOKCAGE = shutil.which("hookcage")
 pytestmark = pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed")
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 class User:

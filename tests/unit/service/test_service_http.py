@@ -42,7 +42,7 @@ from executor.service.remote import RemoteOptions, build_remote_app
 from executor.settings import Settings, load_settings
 
 TOKEN = "s3cret-token-0123456789"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def handler(request: RunRequest) -> RunResult:
