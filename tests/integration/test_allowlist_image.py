@@ -1,7 +1,7 @@
 """The allow-list's catalogue of programs keeps up with the runner image (issue 11).
 
 Every executable the runner image ships must be classified in
-:mod:`executor.gates.programs`: as a wrapper (runs the command in its arguments), an
+:mod:`executor.gates.allowlist.programs`: as a wrapper (runs the command in its arguments), an
 interpreter, a runner (runs programs through options, program text or the
 files it reads) or a plain program. A new package in the image that brings a
 new program fails this test until someone decides which it is, so a `*`
@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from executor.gates import programs
+from executor.gates.allowlist import programs
 
 pytestmark = pytest.mark.docker
 
@@ -32,7 +32,7 @@ def test_every_executable_in_the_runner_image_is_classified(runner_image: str) -
     names = [name for name in proc.stdout.split() if name]
     assert len(names) > 100, names  # the listing worked
     unknown = [name for name in names if programs.kind(name) is None]
-    assert not unknown, (f"programs in {runner_image} that executor/gates/programs.py does not classify "
+    assert not unknown, (f"programs in {runner_image} that executor/gates/allowlist/programs.py does not classify "
                          f"(wrapper, interpreter, runner or plain): {unknown}")
     for name in ("sh", "bash", "env", "setarch", "prlimit", "setpriv", "ld.so", "rbash", "xargs"):
         if name in names:
