@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from executor.core import deps, protocol
 from executor.core.deps import pep723_blocks, script_metadata
-from executor.gates import trust
+from executor.gates.trust import references, scripts
 
 BOUND = 2.0
 
@@ -60,9 +60,9 @@ def test_a_script_block_is_still_read() -> None:
 # Every pattern hookcage applies unanchored (search, sub, finditer) or anchored (match)
 # to text it does not control, on repetitions of every pair of interesting characters.
 CHARS = [*"aA0_-./:='\"` \t\n$({[]})*?!@#\\|&<>,+", "\u00e9", "line ", ": ", "env: ", "://", "${", "$(", "# "]
-UNANCHORED = [protocol._NETWORK, trust._NODE_SPECIFIER] if hasattr(trust, "_NODE_SPECIFIER") else [protocol._NETWORK]
+UNANCHORED = [protocol._NETWORK, scripts._NODE_SPECIFIER]
 ANCHORED = [getattr(protocol, name) for name in dir(protocol) if isinstance(getattr(protocol, name), re.Pattern)] + [
-    trust._ASSIGNMENT, trust._URL, deps._TARBALL, deps._LOCAL_SPEC, deps._PEP723_HEADER]
+    references._ASSIGNMENT, references._URL, deps._TARBALL, deps._LOCAL_SPEC, deps._PEP723_HEADER]
 
 
 @pytest.mark.parametrize("pattern", UNANCHORED + ANCHORED, ids=lambda p: p.pattern[:30])

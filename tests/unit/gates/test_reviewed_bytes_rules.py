@@ -183,9 +183,11 @@ def test_a_load_through_a_symlink_out_of_the_project_is_refused(project: Path, t
 
 
 def test_too_many_loaded_files_is_a_clear_refusal(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import executor.gates.trust as trust
+    from executor.gates.trust import references, scripts
 
-    monkeypatch.setattr(trust, "MAX_REFERENCED_FILES", 5)
+    # collect_loaded (scripts) and the reference walk (references) each read the limit.
+    monkeypatch.setattr(references, "MAX_REFERENCED_FILES", 5)
+    monkeypatch.setattr(scripts, "MAX_REFERENCED_FILES", 5)
     write(project, {"hook.sh": "x\n", **{f"f{i}.sh": "x\n" for i in range(10)}})
     with pytest.raises(UnsafeReference, match="more than 5 files"):
         loaded(project, "./hook.sh")
