@@ -14,12 +14,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 from executor.core.files import FileState
+from executor.gates.trust import references
 from executor.gates.trust.references import (
     _ASSIGNMENT,
     _URL,
     CODE_SUFFIXES,
-    MAX_REFERENCED_FILES,
-    MAX_REFERENCED_TOTAL,
     UnsafeReference,
     _mib,
     _plain_path,
@@ -244,12 +243,12 @@ def collect_loaded(
         found = collect_references(words, root)
         fresh = [f for f in found if f.path not in merged and f.path not in HOOKCAGE_CONFIG_FILES]
         merged.update((f.path, f) for f in fresh)
-        if len(merged) > MAX_REFERENCED_FILES:
+        if len(merged) > references.MAX_REFERENCED_FILES:
             raise UnsafeReference(
-                words[0], f"the hook's scripts and what they load are more than {MAX_REFERENCED_FILES} files;"
+                words[0], f"the hook's scripts and what they load are more than {references.MAX_REFERENCED_FILES} files;"
                 " keep a hook's scripts in a folder of their own (e.g. .hookcage/)"
             )
-        if sum(len(f.data or b"") for f in merged.values()) > MAX_REFERENCED_TOTAL:
-            raise UnsafeReference(words[0], f"the hook's scripts and what they load hold more than {_mib(MAX_REFERENCED_TOTAL)}")
+        if sum(len(f.data or b"") for f in merged.values()) > references.MAX_REFERENCED_TOTAL:
+            raise UnsafeReference(words[0], f"the hook's scripts and what they load hold more than {_mib(references.MAX_REFERENCED_TOTAL)}")
         words = loaded_words(fresh, root, shell_words=shell_words, folders=False)
     return tuple(merged[path] for path in sorted(merged))
