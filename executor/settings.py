@@ -29,6 +29,7 @@ from pydantic_settings import (
 
 from executor import filecache
 from executor.core.envnames import DAEMON_OFF_WORDS, DAEMON_ON_WORDS
+from executor.core.pathmap import parse_path_map
 from executor.errors import ConfigError
 
 DEFAULT_MANAGED_DIR = Path("/etc/hookcage")
@@ -47,6 +48,20 @@ def default_managed_dir() -> Path:
     """``$HOOKCAGE_MANAGED_DIR``, else ``/etc/hookcage``."""
     env = os.environ.get("HOOKCAGE_MANAGED_DIR")
     return Path(env).expanduser() if env else DEFAULT_MANAGED_DIR
+
+
+def check_engine_address(value: str) -> str:
+    """``value`` when it is an engine address hookcage can use (``unix://``, ``tcp://``).
+
+    Raises:
+        ValueError: anything else (pydantic names the setting).
+    """
+    text = value.strip()
+    if text.startswith("unix://") and len(text) > len("unix://") and text[len("unix://")] == "/":
+        return text
+    if text.startswith("tcp://") and len(text) > len("tcp://"):
+        return text
+    raise ValueError("an engine address: unix:///path/to/engine.sock or tcp://host:port")
 
 
 class AllowlistSettings(BaseModel):
@@ -181,8 +196,6 @@ class Settings(BaseSettings):
     @classmethod
     def _valid_path_map(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         if value is not None:
-            from executor.sandbox.paths import parse_path_map
-
             parse_path_map(value)  # ValueError: pydantic names the setting
         return value
 
@@ -196,8 +209,6 @@ class Settings(BaseSettings):
         if value is None or (isinstance(value, str) and not value.strip()):
             return None  # HOOKCAGE_ENGINE= (CI sets variables empty): DOCKER_HOST, or the default socket
         if isinstance(value, str):
-            from executor.sandbox.engines import check_engine_address
-
             return check_engine_address(value)  # ValueError: pydantic names the setting
         return value
 

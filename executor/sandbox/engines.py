@@ -264,20 +264,6 @@ def engine_address(setting: str | None, environ: Mapping[str, str]) -> str | Non
     return None
 
 
-def check_engine_address(value: str) -> str:
-    """``value`` when it is an engine address hookcage can use (``unix://``, ``tcp://``).
-
-    Raises:
-        ValueError: anything else (the settings layer names the setting).
-    """
-    text = value.strip()
-    if text.startswith("unix://") and len(text) > len("unix://") and text[len("unix://")] == "/":
-        return text
-    if text.startswith("tcp://") and len(text) > len("tcp://"):
-        return text
-    raise ValueError("an engine address: unix:///path/to/engine.sock or tcp://host:port")
-
-
 # --------------------------------------------------------------------------
 # Podman: seccomp and the OOM report
 # --------------------------------------------------------------------------

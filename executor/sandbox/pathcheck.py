@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from executor.core.options import SandboxOptions
+from executor.core.pathmap import PathMap, engine_path, normal_path, within
 from executor.errors import HookcageError, SandboxError, SandboxUnavailable
 from executor.sandbox.base import Bind, RunRequest
-from executor.sandbox.paths import PathMap, engine_path, normal_path, within
 
 logger = logging.getLogger(__name__)
 
@@ -134,8 +134,8 @@ def fix_for(path_map: PathMap) -> str:
 
 
 def _probe_sandbox(client: Any, image: str | None) -> Any:
+    from executor.core.pathmap import IDENTITY
     from executor.sandbox.docker import DEFAULT_IMAGE, DockerSandbox
-    from executor.sandbox.paths import IDENTITY
 
     # No map: the probe binds the engine's path exactly as the entry gives it. The engine's own
     # default runtime, not gVisor: runsc shows a bind mount's root with an inode of its own (1),
@@ -452,8 +452,9 @@ def refuse_wrong_home_mapping(home: Path, path_map_setting: dict[str, str] | Non
     Raises:
         SandboxError: the home is outside the map, or an entry carrying it is wrong (the message says how to fix it).
     """
+    from executor.core.pathmap import with_resolved_keys
     from executor.sandbox.docker import default_client
-    from executor.sandbox.paths import Candidates, resolve_path_map, with_resolved_keys
+    from executor.sandbox.paths import Candidates, resolve_path_map
 
     if path_map_setting == {} or (path_map_setting is None and Candidates.of_this_process() == Candidates()):
         return  # no map, or not in a container: nothing to ask the engine

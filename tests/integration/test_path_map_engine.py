@@ -35,10 +35,10 @@ from daemon_support import THROUGH_DAEMON_ONLY
 from support import POOL_OWNERS, CliUser, agent_session
 
 from executor.core.options import SandboxOptions
+from executor.core.pathmap import PathMap, parse_path_map
 from executor.errors import SandboxError
 from executor.sandbox.base import RunRequest
 from executor.sandbox.docker import DockerSandbox
-from executor.sandbox.paths import PathMap, parse_path_map
 from executor.service import client
 
 pytestmark = pytest.mark.docker

@@ -39,6 +39,7 @@ from dataclasses import replace
 
 import docker  # type: ignore[import-untyped, unused-ignore]
 
+from executor.core.pathmap import IDENTITY, PathMap, with_resolved_keys
 from executor.errors import SandboxUnavailable
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.conventions import DEFAULT_IMAGE
@@ -66,13 +67,7 @@ from executor.sandbox.engines import (
     podman_seccomp_file,
     strip_engine_noise,
 )
-from executor.sandbox.paths import (
-    IDENTITY,
-    PathMap,
-    detect_path_map,
-    resolve_path_map,
-    with_resolved_keys,
-)
+from executor.sandbox.paths import detect_path_map, resolve_path_map
 from executor.sandbox.runtimes import AUTO, resolve_runtime
 
 logger = logging.getLogger(__name__)

@@ -103,9 +103,10 @@ def offline_build_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
 
 def path_map_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     """The path_map section: where the engine sees hookcage's paths; each directory entry probed."""
+    from executor.core.pathmap import engine_path, with_resolved_keys
     from executor.core.text import one_line
     from executor.sandbox import pathcheck
-    from executor.sandbox.paths import Candidates, engine_path, resolve_path_map, with_resolved_keys
+    from executor.sandbox.paths import Candidates, resolve_path_map
 
     client, _ = engine_of(probe)
     try:

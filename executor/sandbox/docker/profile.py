@@ -16,6 +16,7 @@ import docker  # type: ignore[import-untyped, unused-ignore]
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
 import docker.utils  # type: ignore[import-untyped, unused-ignore]
 
+from executor.core.pathmap import IDENTITY, PathMap, engine_path
 from executor.errors import SandboxError
 from executor.sandbox.base import RunRequest
 from executor.sandbox.conventions import (
@@ -27,7 +28,6 @@ from executor.sandbox.conventions import (
     SELF_END_PIDS,
 )
 from executor.sandbox.engines import DOCKER_TRAITS, PODMAN, EngineTraits, extra_ulimits, userns_mode
-from executor.sandbox.paths import IDENTITY, PathMap, engine_path
 from executor.sandbox.relay import RELAY_PIDS, relayed_script
 from executor.sandbox.runtimes import GVISOR, gvisor_task_limits, isolation
 

@@ -20,7 +20,6 @@ from executor.sandbox.engines import (
     DOCKER_TRAITS,
     PODMAN_ULIMITS,
     EngineTraits,
-    check_engine_address,
     detect_engine,
     engine_address,
     extra_ulimits,
@@ -33,7 +32,7 @@ from executor.sandbox.engines import (
     unenforced_limits,
     userns_mode,
 )
-from executor.settings import load_settings
+from executor.settings import check_engine_address, load_settings
 
 DOCKER_VERSION = {
     "Platform": {"Name": "Docker Engine - Community"},

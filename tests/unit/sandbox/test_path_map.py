@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from executor.core.options import SandboxOptions
+from executor.core.pathmap import IDENTITY, PathMap, engine_path, parse_path_map, with_resolved_keys
 from executor.errors import ConfigError, SandboxError
 from executor.sandbox.base import Bind, RunRequest
 from executor.sandbox.docker import (
@@ -30,18 +31,13 @@ from executor.sandbox.docker import (
 )
 from executor.sandbox.pathcheck import Seen, _carrying, compare, refuse_wrong_home_mapping
 from executor.sandbox.paths import (
-    IDENTITY,
     Candidates,
-    PathMap,
     container_ids_from_cgroup,
     container_ids_from_mountinfo,
     detect_path_map,
-    engine_path,
     hostname_id,
     map_from_mounts,
     own_container,
-    parse_path_map,
-    with_resolved_keys,
 )
 from executor.settings import load_settings
 

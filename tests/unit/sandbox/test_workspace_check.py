@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from executor.core.options import SandboxOptions
+from executor.core.pathmap import IDENTITY, PathMap
 from executor.errors import SandboxError
 from executor.sandbox import pathcheck
 from executor.sandbox.base import RunRequest, RunResult
@@ -25,7 +26,6 @@ from executor.sandbox.pathcheck import (
     engine_is_elsewhere,
     verify_workspace,
 )
-from executor.sandbox.paths import IDENTITY, PathMap
 
 
 class FakeSandbox:
