@@ -70,7 +70,8 @@ def orphaned(labels: dict[str, str]) -> bool:
 
 def remove_labelled(client: Any, label: str, value: str) -> int:
     """Force-remove every hookcage container whose ``label`` is ``value``; how many went."""
-    from executor.sandbox.docker import MANAGED_LABEL, remove_container_quietly
+    from executor.sandbox.conventions import MANAGED_LABEL
+    from executor.sandbox.docker.engine import remove_container_quietly
 
     listed = client.containers(all=True, filters={"label": [f"{MANAGED_LABEL}=true", f"{label}={value}"]})
     removed = 0
@@ -84,7 +85,8 @@ def remove_labelled(client: Any, label: str, value: str) -> int:
 
 def remove_orphans(client: Any) -> int:
     """Force-remove the hookcage containers whose owning process (on this machine) is gone."""
-    from executor.sandbox.docker import MANAGED_LABEL, remove_container_quietly
+    from executor.sandbox.conventions import MANAGED_LABEL
+    from executor.sandbox.docker.engine import remove_container_quietly
 
     listed = client.containers(all=True, filters={"label": [f"{MANAGED_LABEL}=true", OWNER_LABEL]})
     removed = 0

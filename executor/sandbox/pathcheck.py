@@ -19,6 +19,11 @@ first run (:func:`verify_path_map`, once per process and entry): a wrong
 entry fails the runs, one line naming it, instead of mounting another
 directory. A detected map is the engine's own account of the mounts and is
 not probed on every start.
+
+The probe's container is the docker backend's
+(:func:`executor.sandbox.docker.backend.probe_sandbox`), handed in by the
+callers: the docker sandbox, and :mod:`executor.sandbox.docker.doctor` (the
+doctor's check and ``hookcage serve``'s ``refuse_wrong_home_mapping``).
 """
 
 from __future__ import annotations
@@ -32,16 +37,15 @@ import re
 import secrets
 import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from executor.core.options import SandboxOptions
-from executor.core.pathmap import PathMap, engine_path, normal_path, within
-from executor.errors import HookcageError, SandboxError, SandboxUnavailable
-from executor.sandbox.base import Bind, RunRequest
+from executor.core.pathmap import PathMap, normal_path, within
+from executor.errors import SandboxError, SandboxUnavailable
+from executor.sandbox.base import Bind, RunRequest, Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +66,10 @@ _PROBE = (
     "    seen[name] = {\"ino\": st.st_ino, \"dir\": os.path.isdir(path), **listing}\n"
     "print(json.dumps(seen))'"
 )
+
+ProbeSandbox = Callable[[Any, str | None], Sandbox]
+"""Makes the sandbox a probe runs in from an engine client and an image (None: the runner image);
+the docker backend's :func:`~executor.sandbox.docker.backend.probe_sandbox`, handed in (it imports this module)."""
 
 
 @dataclass(frozen=True)
@@ -133,21 +141,6 @@ def fix_for(path_map: PathMap) -> str:
             "docker inspect CONTAINER --format '{{json .Mounts}}')")
 
 
-def _probe_sandbox(client: Any, image: str | None) -> Any:
-    from executor.core.pathmap import IDENTITY
-    from executor.sandbox.docker import DEFAULT_IMAGE, DockerSandbox
-
-    # No map: the probe binds the engine's path exactly as the entry gives it. The engine's own
-    # default runtime, not gVisor: runsc shows a bind mount's root with an inode of its own (1),
-    # and the inode is what tells the engine's directory from another one.
-    try:
-        runtime = str(client.info().get("DefaultRuntime") or "") or None
-    except Exception:  # the probe's own run says what is wrong with the engine
-        runtime = None
-    return DockerSandbox(image=image or DEFAULT_IMAGE, user=f"{os.getuid()}:{os.getgid()}", path_map=IDENTITY,
-                         client=client, reap_on_start=False, memory="128m", runtime=runtime)
-
-
 def _probe(sandbox: Any, engines: Sequence[str], labels: dict[str, str] | None) -> list[Seen | None]:
     """How the engine's host sees each of ``engines``: one container, each bound read-only at ``/probe/<i>``.
 
@@ -195,6 +188,7 @@ def _verdict(service: str, engine: str, before: Seen, there: Seen | None) -> Map
 def check_path_map(
     client: Any,
     path_map: PathMap,
+    probe_sandbox: ProbeSandbox,
     *,
     under: Sequence[str] = (),
     image: str | None = None,
@@ -206,6 +200,9 @@ def check_path_map(
     not have), one container per entry, side by side, to tell which. An
     entry carries a path when it translates it (the longest entry the path
     is in) or lies inside it (a mount within the path).
+
+    ``probe_sandbox`` makes the probe's container's sandbox
+    (:func:`executor.sandbox.docker.backend.probe_sandbox`).
 
     Returns:
         One check per entry, in the map's order (longest path first).
@@ -233,7 +230,7 @@ def check_path_map(
         else:
             checks[(service, engine)] = MappingCheck(service, engine, None, "not checked: a file, not a directory")
     if here:
-        sandbox = _probe_sandbox(client, image)
+        sandbox = probe_sandbox(client, image)
         try:
             checks.update(_check_all(sandbox, here, labels))
         finally:
@@ -275,7 +272,7 @@ _verdicts: dict[tuple[str, str, int, int], MappingCheck] = {}
 _verdicts_lock = threading.Lock()
 
 
-def verify_path_map(client: Any, path_map: PathMap) -> None:
+def verify_path_map(client: Any, path_map: PathMap, probe_sandbox: ProbeSandbox) -> None:
     """Refuse a ``path_map`` setting with a wrong directory entry (probed once per process and entry).
 
     An entry is probed again when the directory hookcage sees is another one
@@ -300,7 +297,7 @@ def verify_path_map(client: Any, path_map: PathMap) -> None:
         todo = tuple(entry for entry, key in keys.items() if key not in _verdicts)
         if todo:
             try:
-                checks = check_path_map(client, PathMap(todo, "setting"))
+                checks = check_path_map(client, PathMap(todo, "setting"), probe_sandbox)
             except SandboxUnavailable as exc:
                 logger.warning("path_map not checked: %s", exc)
                 return
@@ -442,44 +439,6 @@ def verify_workspace(sandbox: Any, request: RunRequest, url: str, path_map: Path
         raise SandboxError(f"{check.line()}; {WORKSPACE_FIX}")
 
 
-def refuse_wrong_home_mapping(home: Path, path_map_setting: dict[str, str] | None) -> None:
-    """What ``hookcage serve`` checks when it starts: the map in force carries its home rightly.
-
-    Nothing happens without a map in force (hookcage on the engine's host).
-    An engine that cannot be reached, or a probe that cannot run, is not a
-    wrong map: the runs say so themselves.
-
-    Raises:
-        SandboxError: the home is outside the map, or an entry carrying it is wrong (the message says how to fix it).
-    """
-    from executor.core.pathmap import with_resolved_keys
-    from executor.sandbox.docker import default_client
-    from executor.sandbox.paths import Candidates, resolve_path_map
-
-    if path_map_setting == {} or (path_map_setting is None and Candidates.of_this_process() == Candidates()):
-        return  # no map, or not in a container: nothing to ask the engine
-    try:
-        client = default_client()
-    except HookcageError:
-        return
-    try:
-        path_map = resolve_path_map(path_map_setting, client)
-        if not path_map.active:
-            return
-        real_home = os.path.realpath(home)
-        try:
-            engine_path(real_home, with_resolved_keys(path_map, os.path.realpath))
-        except SandboxError as exc:
-            raise SandboxError(f"hookcage's home {home}: {exc}") from None
-        with contextlib.suppress(SandboxUnavailable):
-            for check in check_path_map(client, path_map, under=[real_home]):
-                if check.ok is False:
-                    raise SandboxError(f"wrong {check.line()} (it carries hookcage's home {home}); "
-                                       f"fix: {fix_for(path_map)}; `hookcage doctor` checks every entry")
-    finally:
-        client.close()
-
-
 __all__ = [
     "WORKSPACE_FIX",
     "MappingCheck",
@@ -490,7 +449,6 @@ __all__ = [
     "compare",
     "engine_is_elsewhere",
     "fix_for",
-    "refuse_wrong_home_mapping",
     "seen_here",
     "verify_workspace",
 ]

@@ -285,7 +285,7 @@ register(Backend(
     engine=True,
     checks=(
         lazy("executor.sandbox.docker.doctor:engine_checks"),
-        lazy("executor.sandbox.runtimes:runtime_checks"),
+        lazy("executor.sandbox.docker.doctor:runtime_checks"),
         lazy("executor.sandbox.docker.doctor:offline_build_checks"),
         lazy("executor.sandbox.docker.doctor:path_map_checks"),
         lazy("executor.sandbox.docker.doctor:workspace_checks"),

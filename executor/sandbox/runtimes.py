@@ -15,15 +15,13 @@ No I/O here: :mod:`executor.provision.runsc` reads, writes and reloads.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
     from executor.core.options import SandboxOptions
     from executor.sandbox.base import Sandbox
-    from executor.sandbox.registry import Check, Probe
-    from executor.settings import Settings
 
 AUTO: Final = "auto"
 GVISOR_RUNTIME: Final = "runsc"
@@ -94,60 +92,6 @@ def describe(runtime: str) -> str:
     if isolation(runtime) == GVISOR:
         return f"{runtime} (gVisor: hooks get a kernel of their own)"
     return f"{runtime} (shared kernel: hooks reach the host's kernel)"
-
-
-def runtime_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
-    """``hookcage doctor``: the runtime hooks get (the setting resolved on this engine), gVisor or not."""
-    from executor.sandbox.docker.doctor import engine_of
-    from executor.sandbox.registry import Check
-
-    _, info = engine_of(probe)
-    runtimes, setting = info["runtimes"], settings.runtime
-    runtime = resolve_runtime(setting, runtimes, info["default_runtime"])
-    how = "runtime auto" if setting == AUTO else f"runtime = {setting}"
-    if runtime not in runtimes:
-        yield Check(f"hooks get runtime {runtime} ({how}), which the engine does not have", ok=False,
-                    fix=f'register {runtime} with the engine, or set runtime = "auto"'
-                        + (f" ({GET_GVISOR})" if isolation(runtime) == GVISOR else ""))
-        return
-    detail: tuple[str, ...] = ()
-    if isolation(runtime) != GVISOR:
-        detail = (('gVisor (runsc) is registered: set runtime = "auto" to use it',) if GVISOR_RUNTIME in runtimes
-                  else (f"for gVisor (a kernel of the hooks' own, which contains kernel exploits): {GET_GVISOR}",))
-    yield Check(f"hooks get {describe(runtime)} ({how})", detail=detail)
-    if isolation(runtime) == GVISOR:
-        yield from _gvisor_lists(probe, runtime)
-
-
-def _gvisor_lists(probe: Probe, runtime: str) -> Iterator[Check]:
-    """Whether coreutils' ``ls -l`` works under this gVisor (a tiny container; needs the runner image)."""
-    from executor.errors import HookcageError
-    from executor.sandbox.conventions import DEFAULT_IMAGE
-    from executor.sandbox.docker.doctor import engine_of
-    from executor.sandbox.docker.imagefacts import STATX_SHIM_LABEL, image_exists, inspect_image
-    from executor.sandbox.docker.probe import STATX_BUG, lists_files
-    from executor.sandbox.registry import Check
-
-    client, _ = engine_of(probe)
-    if not image_exists(client, DEFAULT_IMAGE):
-        return
-    try:
-        said = lists_files(client, runtime)
-    except HookcageError as exc:
-        yield Check(f"a container under {runtime} did not start: {exc}", ok=False,
-                    fix='hookcage setup runsc --force, or set runtime = "runc"')
-        return
-    info = inspect_image(client, DEFAULT_IMAGE) or {}
-    shim = ((info.get("Config") or {}).get("Labels") or {}).get(STATX_SHIM_LABEL) == "1"
-    if said:
-        yield Check(f"warning: {STATX_BUG}", detail=(
-            f"ls -l / under {runtime}: {said}",
-            f"{DEFAULT_IMAGE} carries hookcage's statx shim, which did not help" if shim else
-            f"{DEFAULT_IMAGE} has no statx shim (built without a C compiler): apt-get install gcc, "
-            "then hookcage image build"))
-    elif shim:
-        yield Check(f"{DEFAULT_IMAGE} carries hookcage's statx shim: coreutils ls/stat work in it under {runtime} "
-                    "(a user image without it, or a static program, may not: docs/sandbox.md)")
 
 
 def isolation_part(sandbox: Sandbox, options: SandboxOptions) -> Mapping[str, Any]:

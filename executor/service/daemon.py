@@ -963,7 +963,7 @@ class Daemon:
         self.lifetime.replaceable = remote is None
         if remote is not None:
             remote.check()
-        from executor.sandbox.pathcheck import refuse_wrong_home_mapping
+        from executor.sandbox.docker.doctor import refuse_wrong_home_mapping
 
         refuse_wrong_home_mapping(self.home, load_settings().path_map)  # staging is bound from the home
         sock = self.listen()

@@ -180,7 +180,7 @@ class DockerSandbox(Sandbox):
                     self._paths = detect_path_map(self._client)
                 from executor.sandbox.pathcheck import verify_path_map
 
-                verify_path_map(self._client, self._paths)  # a wrong setting: every run refused, one line
+                verify_path_map(self._client, self._paths, probe_sandbox)  # a wrong setting: every run refused, one line
                 if self._paths.active:
                     self.profile = replace(self.profile, paths=with_resolved_keys(self._paths, os.path.realpath))
                 self._paths_applied = True
@@ -351,6 +351,19 @@ class DockerSandbox(Sandbox):
             if self._owns_client and self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+def probe_sandbox(client: docker.APIClient, image: str | None) -> DockerSandbox:
+    """The sandbox a path map probe runs in (:mod:`executor.sandbox.pathcheck`): ``image`` (None: the runner image)."""
+    # No map: the probe binds the engine's path exactly as the entry gives it. The engine's own
+    # default runtime, not gVisor: runsc shows a bind mount's root with an inode of its own (1),
+    # and the inode is what tells the engine's directory from another one.
+    try:
+        runtime = str(client.info().get("DefaultRuntime") or "") or None
+    except Exception:  # the probe's own run says what is wrong with the engine
+        runtime = None
+    return DockerSandbox(image=image or DEFAULT_IMAGE, user=f"{os.getuid()}:{os.getgid()}", path_map=IDENTITY,
+                         client=client, reap_on_start=False, memory="128m", runtime=runtime)
 
 
 def _seccomp_for(traits: EngineTraits) -> str | None:

@@ -1,21 +1,33 @@
-"""The docker backend's ``hookcage doctor`` checks (registered in :mod:`executor.sandbox.registry`).
+"""The docker backend's ``hookcage doctor`` checks (registered in :mod:`executor.sandbox.registry`),
+and the one ``hookcage serve`` makes when it starts (:func:`refuse_wrong_home_mapping`).
 
-Each check is ``(settings, probe) -> checks``; the engine's client and its
+Each doctor check is ``(settings, probe) -> checks``; the engine's client and its
 description are made once per doctor run and shared through the probe
 (:func:`engine_of`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from executor.errors import HookcageError
+from executor.errors import HookcageError, SandboxError, SandboxUnavailable
 from executor.sandbox.conventions import DEFAULT_IMAGE
 from executor.sandbox.docker.engine import EngineInfo, default_client, engine_info
-from executor.sandbox.docker.imagefacts import image_exists
+from executor.sandbox.docker.imagefacts import STATX_SHIM_LABEL, image_exists, inspect_image
 from executor.sandbox.registry import Check, Probe
+from executor.sandbox.runtimes import (
+    AUTO,
+    GET_GVISOR,
+    GVISOR,
+    GVISOR_RUNTIME,
+    describe,
+    isolation,
+    resolve_runtime,
+)
 
 if TYPE_CHECKING:
     from executor.settings import Settings
@@ -90,6 +102,52 @@ def podman_checks(info: EngineInfo) -> Iterator[Check]:
     )
 
 
+def runtime_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
+    """``hookcage doctor``: the runtime hooks get (the setting resolved on this engine), gVisor or not."""
+    _, info = engine_of(probe)
+    runtimes, setting = info["runtimes"], settings.runtime
+    runtime = resolve_runtime(setting, runtimes, info["default_runtime"])
+    how = "runtime auto" if setting == AUTO else f"runtime = {setting}"
+    if runtime not in runtimes:
+        yield Check(f"hooks get runtime {runtime} ({how}), which the engine does not have", ok=False,
+                    fix=f'register {runtime} with the engine, or set runtime = "auto"'
+                        + (f" ({GET_GVISOR})" if isolation(runtime) == GVISOR else ""))
+        return
+    detail: tuple[str, ...] = ()
+    if isolation(runtime) != GVISOR:
+        detail = (('gVisor (runsc) is registered: set runtime = "auto" to use it',) if GVISOR_RUNTIME in runtimes
+                  else (f"for gVisor (a kernel of the hooks' own, which contains kernel exploits): {GET_GVISOR}",))
+    yield Check(f"hooks get {describe(runtime)} ({how})", detail=detail)
+    if isolation(runtime) == GVISOR:
+        yield from _gvisor_lists(probe, runtime)
+
+
+def _gvisor_lists(probe: Probe, runtime: str) -> Iterator[Check]:
+    """Whether coreutils' ``ls -l`` works under this gVisor (a tiny container; needs the runner image)."""
+    from executor.sandbox.docker.probe import STATX_BUG, lists_files
+
+    client, _ = engine_of(probe)
+    if not image_exists(client, DEFAULT_IMAGE):
+        return
+    try:
+        said = lists_files(client, runtime)
+    except HookcageError as exc:
+        yield Check(f"a container under {runtime} did not start: {exc}", ok=False,
+                    fix='hookcage setup runsc --force, or set runtime = "runc"')
+        return
+    info = inspect_image(client, DEFAULT_IMAGE) or {}
+    shim = ((info.get("Config") or {}).get("Labels") or {}).get(STATX_SHIM_LABEL) == "1"
+    if said:
+        yield Check(f"warning: {STATX_BUG}", detail=(
+            f"ls -l / under {runtime}: {said}",
+            f"{DEFAULT_IMAGE} carries hookcage's statx shim, which did not help" if shim else
+            f"{DEFAULT_IMAGE} has no statx shim (built without a C compiler): apt-get install gcc, "
+            "then hookcage image build"))
+    elif shim:
+        yield Check(f"{DEFAULT_IMAGE} carries hookcage's statx shim: coreutils ls/stat work in it under {runtime} "
+                    "(a user image without it, or a static program, may not: docs/sandbox.md)")
+
+
 def offline_build_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     """Whether the runner image can be built without a registry (debootstrap, installed or fetched)."""
     if probe.provisioning is None:
@@ -106,6 +164,7 @@ def path_map_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     from executor.core.pathmap import engine_path, with_resolved_keys
     from executor.core.text import one_line
     from executor.sandbox import pathcheck
+    from executor.sandbox.docker.backend import probe_sandbox
     from executor.sandbox.paths import Candidates, resolve_path_map
 
     client, _ = engine_of(probe)
@@ -133,7 +192,7 @@ def path_map_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
                     fix="hookcage image build")
         return
     try:
-        checks = pathcheck.check_path_map(client, path_map)
+        checks = pathcheck.check_path_map(client, path_map, probe_sandbox)
     except HookcageError as exc:
         yield Check(f"path_map not checked: {exc}", ok=False, fix="hookcage image build")
         return
@@ -176,3 +235,42 @@ def workspace_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     finally:
         sandbox.close()
     yield Check(one_line(check.line()), ok=check.ok, fix=pathcheck.WORKSPACE_FIX)
+
+
+def refuse_wrong_home_mapping(home: Path, path_map_setting: dict[str, str] | None) -> None:
+    """What ``hookcage serve`` checks when it starts: the map in force carries its home rightly.
+
+    Nothing happens without a map in force (hookcage on the engine's host).
+    An engine that cannot be reached, or a probe that cannot run, is not a
+    wrong map: the runs say so themselves.
+
+    Raises:
+        SandboxError: the home is outside the map, or an entry carrying it is wrong (the message says how to fix it).
+    """
+    from executor.core.pathmap import engine_path, with_resolved_keys
+    from executor.sandbox.docker.backend import probe_sandbox
+    from executor.sandbox.pathcheck import check_path_map, fix_for
+    from executor.sandbox.paths import Candidates, resolve_path_map
+
+    if path_map_setting == {} or (path_map_setting is None and Candidates.of_this_process() == Candidates()):
+        return  # no map, or not in a container: nothing to ask the engine
+    try:
+        client = default_client()
+    except HookcageError:
+        return
+    try:
+        path_map = resolve_path_map(path_map_setting, client)
+        if not path_map.active:
+            return
+        real_home = os.path.realpath(home)
+        try:
+            engine_path(real_home, with_resolved_keys(path_map, os.path.realpath))
+        except SandboxError as exc:
+            raise SandboxError(f"hookcage's home {home}: {exc}") from None
+        with contextlib.suppress(SandboxUnavailable):
+            for check in check_path_map(client, path_map, probe_sandbox, under=[real_home]):
+                if check.ok is False:
+                    raise SandboxError(f"wrong {check.line()} (it carries hookcage's home {home}); "
+                                       f"fix: {fix_for(path_map)}; `hookcage doctor` checks every entry")
+    finally:
+        client.close()

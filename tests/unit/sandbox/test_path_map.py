@@ -29,7 +29,8 @@ from executor.sandbox.docker import (
     container_args,
     map_engine_error,
 )
-from executor.sandbox.pathcheck import Seen, _carrying, compare, refuse_wrong_home_mapping
+from executor.sandbox.docker.doctor import refuse_wrong_home_mapping
+from executor.sandbox.pathcheck import Seen, _carrying, compare
 from executor.sandbox.paths import (
     Candidates,
     container_ids_from_cgroup,
@@ -507,12 +508,12 @@ def test_serve_probes_the_entry_translating_its_home_and_those_inside_it_only() 
 
 
 def test_serve_asks_the_engine_nothing_without_a_map(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import executor.sandbox.docker as docker_backend
+    import executor.sandbox.docker.doctor as docker_doctor
 
     def no_engine(**_: Any) -> Any:
         raise AssertionError("the engine was asked")
 
-    monkeypatch.setattr(docker_backend, "default_client", no_engine)
+    monkeypatch.setattr(docker_doctor, "default_client", no_engine)
     monkeypatch.setattr(Candidates, "of_this_process", classmethod(lambda cls: cls()))
     refuse_wrong_home_mapping(tmp_path, None)  # on the engine's host
     refuse_wrong_home_mapping(tmp_path, {})  # turned off
