@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from executor.config import decode
 from executor.core.hooks import HookFile, Scope, parse_hook_file
 from executor.dialects import DIALECTS
+from executor.hookdecode import decode
 
 SAMPLES: dict[str, Any] = {
     "": {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [

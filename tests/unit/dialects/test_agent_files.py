@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from executor.config import decode, load_hooks
+from executor.config import load_hooks
 from executor.core.envnames import IN_HOOK_VAR
 from executor.core.files import FileState
 from executor.core.hooks import Scope, is_self_route, parse_hook_file
 from executor.dialects import DIALECTS, get_dialect
 from executor.executor import HookExecutor
 from executor.gates.trust import TrustRecord, TrustSubject
+from executor.hookdecode import decode
 from executor.sandbox import FakeSandbox, RunRequest, RunResult
 from executor.settings import load_settings
 

@@ -17,11 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from executor import config
-from executor.config import MAX_ALIAS_NODES, decode, load_hook_file
+from executor import hookdecode
+from executor.config import load_hook_file
 from executor.core.hooks import Scope
 from executor.core.jsonc import strip_comments
 from executor.dialects import DIALECTS
+from executor.hookdecode import MAX_ALIAS_NODES, decode
 
 BOM = b"\xef\xbb\xbf"
 GEMINI_FILE = b"""{
@@ -177,9 +178,9 @@ def test_a_yaml_bomb_is_refused_in_one_line_without_expanding_it(bomb: bytes) ->
 
 def test_the_alias_bound_counts_what_aliases_add(monkeypatch: pytest.MonkeyPatch) -> None:
     # 3 levels of 10: 17 nodes written (the mapping, 3 keys, a0 and its 10, a1, a2), 1,237 once expanded
-    monkeypatch.setattr(config, "MAX_ALIAS_NODES", 1220)
+    monkeypatch.setattr(hookdecode, "MAX_ALIAS_NODES", 1220)
     assert len(decode(laughs(3), "yaml")["a2"]) == 10
-    monkeypatch.setattr(config, "MAX_ALIAS_NODES", 1219)
+    monkeypatch.setattr(hookdecode, "MAX_ALIAS_NODES", 1219)
     with pytest.raises(ValueError, match="aliases expand to 1220 more nodes"):
         decode(laughs(3), "yaml")
 

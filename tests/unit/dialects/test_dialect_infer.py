@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from executor.config import agent_files, decode, load_hooks
+from executor.config import agent_files, load_hooks
 from executor.core.events import EVENTS
 from executor.core.hooks import HookFile, Scope
 from executor.core.policy import merge
@@ -24,6 +24,7 @@ from executor.dialects.base import Where
 from executor.dialects.infer import DIALECT as INFER
 from executor.dialects.infer import parse_bool
 from executor.executor import HookExecutor
+from executor.hookdecode import decode
 from executor.sandbox import FakeSandbox, RunResult
 from executor.settings import load_settings
 
