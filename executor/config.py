@@ -24,7 +24,8 @@ from typing import Any
 
 from executor import filecache, safeio
 from executor.core.envnames import AGENT_DIR_VARS, PROJECT_DIR_VARS
-from executor.core.hooks import HookFile, Problem, Scope, parse_hook_file
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import HookFile, Problem, Scope
 from executor.core.policy import HookSet, merge
 from executor.dialects.base import Dialect, FileFormat, HookSource, Where
 from executor.errors import OwnDirInProject

@@ -1,16 +1,14 @@
-"""Hook specs: what a hook file says, validated and flattened (pure, no I/O).
+"""Hook specs: what a hook is, and one handler validated (pure, no I/O).
 
-A hook file has Claude Code's shape::
-
-    {"hooks": {"PreToolUse": [{"matcher": "Bash",
-                               "hooks": [{"type": "command", "command": "..."}]}]},
-     "disableAllHooks": false, "allowManagedHooksOnly": false}
-
-:func:`parse_hook_file` turns the decoded JSON of one file into a
-:class:`HookFile`: one :class:`HookSpec` per handler, in file order, and a
-:class:`Problem` for everything wrong, each naming the file and the JSON path.
-A handler with an error is kept (so it can be listed and logged as
-``invalid``) but never runs; a file whose top level is wrong yields no hooks.
+:class:`HookSpec` is one handler of one hook file, :class:`HookFile` a parsed
+file and :class:`Problem` one thing wrong in it, naming the file and the JSON
+path. :func:`parse_handler` validates one handler (Claude Code's keys, its
+``env``, ``sandbox`` and ``if``) into a spec: a handler with an error is kept
+(so it can be listed and logged as ``invalid``) but never runs.
+:class:`FileShape` says how an agent's file differs from hookcage's own. A
+whole file is walked by :func:`executor.core.hookparse.parse_hook_file`; the
+environment names a repository's hook may not set are in
+:mod:`executor.core.protected_env`.
 """
 
 from __future__ import annotations
@@ -20,16 +18,16 @@ import json
 import posixpath
 import re
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
 from executor.core.conditions import Condition, read_if
-from executor.core.envnames import PROJECT_DIR_VARS
 from executor.core.events import EVENTS, EventSpec
 from executor.core.matchers import Matcher, compile_matcher
 from executor.core.options import SandboxOptions
+from executor.core.protected_env import protected_env_name
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 24 * 3600.0
@@ -292,102 +290,6 @@ def is_self_route(command: str, *, absolute: bool = True) -> bool:
     return program == "hookcage" or (absolute and program.startswith("/") and posixpath.basename(program) == "hookcage")
 
 
-def parse_hook_file(
-    data: Any, *, scope: Scope, source: str, project_root: str | None = None,
-    shape: FileShape = HOOKCAGE_FILES,
-) -> HookFile:
-    """Validate the decoded JSON of one hook file and flatten its handlers.
-
-    Args:
-        data: the file's decoded JSON.
-        scope: which scope the file belongs to (decides what it may ask for).
-        source: the file's path, for messages.
-        project_root: the project root, to resolve and check ``mounts``.
-        shape: the agent whose file it is (hookcage's own by default).
-    """
-    out = Collector(source, shape.agent)
-    if not isinstance(data, dict):
-        out.error("$", "the top level must be a JSON object")
-        return HookFile(source, scope, problems=tuple(out.problems), agent=shape.agent)
-    disable_all = _flag(data, "disableAllHooks", out)
-    managed_only = _flag(data, "allowManagedHooksOnly", out)
-    if shape.agent:
-        # The agent's own switch for its own loader (`hookcage install` sets it so the agent
-        # stops running repository hooks itself): hookcage still runs them, through its gates.
-        managed_only = False
-    if managed_only and scope is not Scope.MANAGED:
-        out.warn("$.allowManagedHooksOnly", "only honoured in the managed hook file; ignored here")
-        managed_only = False
-    if "allowlist" in data and scope is not Scope.MANAGED:
-        out.warn("$.allowlist", "the allow-list is set in config.toml, never in a hook file; ignored")
-    hooks = data.get("hooks", {})
-    specs: list[HookSpec] = []
-    if not isinstance(hooks, dict):
-        out.error("$.hooks", "must be an object mapping event names to matcher groups")
-        hooks = {}
-    for _, event, epath, groups in event_lists(hooks, shape, out, "matcher groups"):
-        for gi, group in enumerate(groups):
-            specs.extend(_parse_group(group, f"{epath}[{gi}]", event, scope, project_root, out, shape))
-    return HookFile(source, scope, tuple(specs), tuple(out.problems), disable_all, managed_only,
-                    shape.agent, tuple(out.routes))
-
-
-def event_lists(
-    hooks: Mapping[str, Any], shape: FileShape, out: Collector, what: str
-) -> Iterator[tuple[str, str, str, list[Any]]]:
-    """Each event of a file's ``hooks`` object: (the name as written, the event it is filed
-    under, its JSON path, its array); an unknown name or a value that is not an array of
-    ``what`` is a problem instead."""
-    for name, items in hooks.items():
-        epath = f"$.hooks.{name}"
-        event = shape.event(name)
-        if event is None:
-            out.error(epath, f"unknown event {name!r}; valid events: {shape.event_list()}")
-            continue
-        if not isinstance(items, list):
-            out.error(epath, f"must be an array of {what}", event)
-            continue
-        yield name, event, epath, items
-
-
-def _flag(data: Mapping[str, Any], key: str, out: Collector) -> bool:
-    value = data.get(key, False)
-    if not isinstance(value, bool):
-        out.error(f"$.{key}", "must be true or false")
-        return False
-    return value
-
-
-def _parse_group(
-    group: Any, path: str, event: str, scope: Scope, root: str | None, out: Collector,
-    shape: FileShape,
-) -> list[HookSpec]:
-    if not isinstance(group, dict):
-        out.error(path, "a matcher group must be an object with 'matcher' and 'hooks'", event)
-        return []
-    raw_matcher = group.get("matcher")
-    if raw_matcher is not None and not isinstance(raw_matcher, str):
-        out.error(f"{path}.matcher", "must be a string", event)
-        return []
-    matcher = shape.compile(raw_matcher)
-    if matcher.error:
-        # Not fatal: the group never fires (or the event ignores matchers), and saying so is enough.
-        effect = "this group never fires" if shape.spec(event).matcher_field else f"{event} ignores matchers"
-        out.warn(f"{path}.matcher", f"{matcher.error} ({effect})", event)
-    for key in group.keys() - {"matcher", "hooks"} - shape.ignored_keys:
-        out.warn(f"{path}.{key}", "unknown key, ignored", event)
-    handlers = group.get("hooks")
-    if not isinstance(handlers, list):
-        out.error(f"{path}.hooks", "must be an array of hook handlers", event)
-        return []
-    specs = []
-    for hi, raw in enumerate(handlers):
-        spec = parse_handler(raw, f"{path}.hooks[{hi}]", event, matcher, scope, root, out, shape=shape)
-        if spec is not None:
-            specs.append(spec)
-    return specs
-
-
 def parse_handler(
     raw: Any, path: str, event: str, matcher: Matcher, scope: Scope, root: str | None,
     out: Collector, *, shape: FileShape = HOOKCAGE_FILES, keys: Mapping[str, str] | None = None,
@@ -533,87 +435,6 @@ def _parse_env(
         else:
             pairs.append((key, value))
     return tuple(pairs)
-
-
-# Environment variables that decide which bytes run: where programs, libraries,
-# modules, start-up files and configuration are looked up, or what a tool runs
-# for you. A repository's hook may not set them (user and managed hooks may):
-# the review hashes the files a command names, not what these would bring in.
-# Matched on the upper-cased name.
-_PROTECTED_ENV = {
-    # hookcage's own values, always set by hookcage
-    **{name: "hookcage sets it to the project root" for name in PROJECT_DIR_VARS},
-    "CLAUDE_ENV_FILE": "hookcage sets it",
-    "HOME": "it moves the start-up and configuration files programs read",
-    "PATH": "it decides which program a command name runs",
-    # shells
-    "SHELL": "programs run it", "ENV": "sh runs the file it names", "BASH_ENV": "bash runs the file it names",
-    "CDPATH": "it changes where cd goes", "GLOBIGNORE": "it changes what globs expand to",
-    "SHELLOPTS": "it changes how bash runs", "BASHOPTS": "it changes how bash runs",
-    "IFS": "it changes how the shell splits words", "PS4": "bash expands it when tracing",
-    "PROMPT_COMMAND": "bash runs it", "FPATH": "it decides where functions are loaded from",
-    "ZDOTDIR": "zsh runs the files it names", "INPUTRC": "it names a file readline loads",
-    "PWD": "it changes where the shell thinks it is", "OLDPWD": "it changes where cd - goes",
-    # interpreters and their module paths
-    "PERL5LIB": "it adds Perl module paths", "PERLLIB": "it adds Perl module paths",
-    "PERL5OPT": "it adds Perl options", "PERL5DB": "it names code Perl runs",
-    "RUBYLIB": "it adds Ruby library paths", "RUBYOPT": "it adds Ruby options",
-    "CLASSPATH": "it decides which Java classes load", "JAVA_TOOL_OPTIONS": "it adds JVM options",
-    "_JAVA_OPTIONS": "it adds JVM options", "JDK_JAVA_OPTIONS": "it adds JVM options",
-    "TCLLIBPATH": "it adds Tcl library paths", "PHPRC": "it names php.ini",
-    "PHP_INI_SCAN_DIR": "it names PHP configuration", "VIRTUAL_ENV": "it selects a Python environment",
-    "R_PROFILE": "R runs the file it names", "R_PROFILE_USER": "R runs the file it names",
-    "R_LIBS": "it adds R library paths", "R_LIBS_USER": "it adds R library paths",
-    "GOFLAGS": "it adds go options", "GOPATH": "it moves Go's code", "GOROOT": "it moves Go's code",
-    "GOENV": "it names Go's configuration", "GOTOOLCHAIN": "it selects the Go toolchain",
-    "RUSTC_WRAPPER": "cargo runs it", "RUSTC": "cargo runs it",
-    # the C library, OpenSSL, terminals
-    "GCONV_PATH": "the C library loads code from it", "LOCPATH": "the C library loads locales from it",
-    "NLSPATH": "the C library loads catalogs from it", "GLIBC_TUNABLES": "it changes the C library",
-    "HOSTALIASES": "it changes name lookups", "OPENSSL_CONF": "OpenSSL loads modules it names",
-    "OPENSSL_ENGINES": "OpenSSL loads code from it", "OPENSSL_MODULES": "OpenSSL loads code from it",
-    "TERMINFO": "it names terminal descriptions", "TERMINFO_DIRS": "it names terminal descriptions",
-    # programs that run other programs or read configuration
-    "PAGER": "programs run it", "MANPAGER": "programs run it", "EDITOR": "programs run it",
-    "VISUAL": "programs run it", "BROWSER": "programs run it", "SSH_ASKPASS": "programs run it",
-    "SUDO_ASKPASS": "programs run it", "CURL_HOME": "curl reads its configuration there",
-    "WGETRC": "wget reads the configuration it names", "MAKEFLAGS": "it adds make options",
-    "MFLAGS": "it adds make options", "GNUMAKEFLAGS": "it adds make options",
-    "MAKEFILES": "make reads the files it names", "CONFIG_SITE": "configure runs the files it names",
-}
-_PROTECTED_ENV_PREFIXES = (
-    ("LD_", "the dynamic loader reads it"), ("DYLD_", "the dynamic loader reads it"),
-    ("PYTHON", "Python reads it (module paths, start-up files)"),
-    ("NODE_", "Node reads it (module paths, options)"), ("NPM_CONFIG_", "npm reads it"),
-    ("YARN_", "yarn reads it"), ("PNPM_", "pnpm reads it"), ("BUN_", "bun reads it"),
-    ("DENO_", "deno reads it"), ("UV_", "uv reads it"), ("PIP_", "pip reads it"),
-    ("CONDA", "conda reads it"), ("GIT_", "git reads it (configuration, programs it runs)"),
-    ("PERL", "Perl reads it"), ("RUBY", "Ruby reads it"), ("GEM_", "Ruby reads it"),
-    ("BUNDLE_", "bundler reads it"), ("LUA_", "Lua reads it (module paths, start-up code)"),
-    ("CARGO_", "cargo reads it"), ("RUSTUP_", "rustup reads it"),
-    ("XDG_", "it moves the configuration files programs read"),
-    ("BASH_FUNC_", "bash imports functions from it"), ("HOOKCAGE_", "hookcage's own"),
-    ("LESS", "less runs the programs it names"),
-)
-
-
-def protected_env_name(name: str) -> str | None:
-    """Why a repository's hook may not set the environment variable ``name`` (``None``: it may).
-
-    The names that decide which bytes run: the project-directory variables,
-    ``PATH``, ``HOME``, the loader's ``LD_*``, interpreters' module paths and
-    start-up files (``PYTHON*``, ``NODE_*``, ``PERL5LIB``...), files shells run
-    (``BASH_ENV``, ``ENV``), programs tools run for you (``PAGER``,
-    ``GIT_*``), package managers' settings (``UV_*``, ``npm_config_*``).
-    """
-    upper = name.upper()
-    why = _PROTECTED_ENV.get(upper)
-    if why is not None:
-        return why
-    for prefix, reason in _PROTECTED_ENV_PREFIXES:
-        if upper.startswith(prefix):
-            return reason
-    return None
 
 
 def _parse_sandbox(

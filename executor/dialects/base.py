@@ -39,16 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from executor.core.events import EVENTS, EventSpec
-from executor.core.hooks import (
-    HOOKCAGE_FILES,
-    Collector,
-    FileShape,
-    HookFile,
-    HookSpec,
-    Scope,
-    event_lists,
-    parse_hook_file,
-)
+from executor.core.hookparse import event_lists, parse_hook_file
+from executor.core.hooks import HOOKCAGE_FILES, Collector, FileShape, HookFile, HookSpec, Scope
 from executor.core.install import InstallMode, NotInstallable, Plan, Read
 from executor.core.protocol import (
     UNSET,

@@ -21,7 +21,8 @@ from dataclasses import replace
 from typing import Any
 
 from executor.core.events import EVENTS, EventSpec
-from executor.core.hooks import FileShape, HookFile, Scope, parse_hook_file
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import FileShape, HookFile, Scope
 from executor.core.install import (
     NEVER_ROUTED,
     FileEdit,

@@ -68,15 +68,8 @@ from tomlkit.items import AoT, Array, Table
 
 from executor.core import linre
 from executor.core.events import EventSpec
-from executor.core.hooks import (
-    Collector,
-    FileShape,
-    HookFile,
-    HookSpec,
-    Scope,
-    event_lists,
-    parse_handler,
-)
+from executor.core.hookparse import event_lists
+from executor.core.hooks import Collector, FileShape, HookFile, HookSpec, Scope, parse_handler
 from executor.core.install import (
     FileEdit,
     InstallMode,

@@ -74,7 +74,8 @@ from typing import Any
 
 from executor.core import linre
 from executor.core.events import EventSpec
-from executor.core.hooks import FileShape, HookFile, Problem, Scope, parse_hook_file
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import FileShape, HookFile, Problem, Scope
 from executor.core.install import (
     Plan,
     Read,

@@ -6,7 +6,7 @@ CodeBuddy Code CLI (``codebuddy-agent-sdk`` 0.3.274 = CodeBuddy Code 2.163.0, se
 ``.claude/settings.json`` (``.codebuddy/settings.json``) holds one PreToolUse hook with an ``if`` rule; a
 loopback model asks for one tool call. The hook touches a marker and blocks
 (exit 2), so the marker says whether the agent ran it. The same file and
-payload then go through hookcage's own reading (:func:`executor.core.hooks.parse_hook_file`
+payload then go through hookcage's own reading (:func:`executor.core.hookparse.parse_hook_file`
 in the agent's shape and :func:`executor.dialects.selects`):
 
 * wherever the agent runs the hook, hookcage runs it (a guard must never be
@@ -33,7 +33,8 @@ from agents import Agent, ModelStandIn, ToolCall, claude_cli, codebuddy_cli, poi
 
 from executor.core.conditions import ConditionContext
 from executor.core.events import get_event
-from executor.core.hooks import Scope, parse_hook_file
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import Scope
 from executor.dialects import DIALECTS, selects
 
 pytestmark = pytest.mark.docker

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from executor.core.hooks import HookFile, Scope, parse_hook_file
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import HookFile, Scope
 from executor.dialects import DIALECTS
 from executor.hookdecode import decode
 

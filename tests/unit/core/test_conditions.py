@@ -19,7 +19,8 @@ from executor.core.conditions import (
     parse_condition,
 )
 from executor.core.events import get_event
-from executor.core.hooks import HOOKCAGE_FILES, FileShape, Scope, parse_hook_file
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import HOOKCAGE_FILES, FileShape, Scope
 from executor.core.policy import selects
 from executor.dialects import DIALECTS
 from executor.dialects import selects as dialect_selects

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from executor.core.events import EVENTS
-from executor.core.hooks import DEFAULT_TIMEOUT, HookFile, HookSpec, Scope, dedupe, parse_hook_file
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import DEFAULT_TIMEOUT, HookFile, HookSpec, Scope, dedupe
 from executor.core.policy import merge
 
 ROOT = "/work/proj"

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from executor.core.events import get_event
-from executor.core.hooks import Scope, parse_hook_file
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import Scope
 from executor.core.matchers import compile_matcher, event_matches
 from executor.dialects import DIALECTS, tool_aliases
 

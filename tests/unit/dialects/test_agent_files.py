@@ -17,7 +17,8 @@ import pytest
 from executor.config import load_hooks
 from executor.core.envnames import IN_HOOK_VAR
 from executor.core.files import FileState
-from executor.core.hooks import Scope, is_self_route, parse_hook_file
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import Scope, is_self_route
 from executor.dialects import DIALECTS, get_dialect
 from executor.executor import HookExecutor
 from executor.gates.trust import TrustRecord, TrustSubject

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from executor.core.hooks import Scope, parse_hook_file, protected_env_name
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import Scope
 from executor.core.options import SandboxOptions
+from executor.core.protected_env import protected_env_name
 from executor.gates.allowlist import literal_words
 from executor.gates.trust import (
     UnsafeReference,

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from executor.core.hooks import CAPABILITY_NAMES, Scope, parse_hook_file
+from executor.core.hookparse import parse_hook_file
+from executor.core.hooks import CAPABILITY_NAMES, Scope
 from executor.core.options import SandboxOptions
 from executor.core.protocol import CAPABILITIES, HookOutcome, restrict
 from executor.errors import ConfigError
