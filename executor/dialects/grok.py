@@ -112,8 +112,8 @@ from executor.core.protocol import (
     HookOutcome,
     HookRun,
     Verdict,
-    _dumps,
-    _join,
+    dumps,
+    join,
 )
 from executor.core.text import first_line, sanitize
 from executor.dialects.base import (
@@ -575,7 +575,7 @@ class GrokDialect(Dialect):
         data = _json_object(run.stdout)
         if data is not None and "action" in data:
             if data["action"] in ("allow", "deny", "ask"):
-                answer = _dumps(self.answer_to_claude(spec, data)).encode("utf-8")
+                answer = dumps(self.answer_to_claude(spec, data)).encode("utf-8")
             else:
                 notes = ("'action' must be \"allow\", \"deny\" or \"ask\"; ignored (the agent reads it as allow)",)
         outcome = run.outcome(spec, exit_code=0, stdout=answer)
@@ -594,7 +594,7 @@ class GrokDialect(Dialect):
             out["action"] = "allow"
             if verdict.updated_input is not None and event.permission:
                 out["updatedInput"] = verdict.updated_input
-        context = _join([block_reason(event, verdict) if verdict.blocks else None,
+        context = join([block_reason(event, verdict) if verdict.blocks else None,
                          sanitize(verdict.additional_context) if verdict.additional_context else None])
         if context:
             out["additionalContext"] = context
@@ -602,7 +602,7 @@ class GrokDialect(Dialect):
             out["continue"] = False
         if verdict.system_message:
             out["systemMessage"] = sanitize(verdict.system_message)
-        return AgentAnswer(0, _dumps(out) + "\n", "")
+        return AgentAnswer(0, dumps(out) + "\n", "")
 
 
 def _json_object(stdout: bytes) -> dict[str, Any] | None:
