@@ -1,7 +1,8 @@
 """The ``hookcage`` console script: ``dispatch`` through the service when one answers.
 
 An agent spawns ``hookcage dispatch`` for every event, so this path imports
-the standard library only (:mod:`executor.service.client`):
+the standard library only (:mod:`executor.service.client`, and
+:mod:`executor.service.remote_client` when ``$HOOKCAGE_URL`` is set):
 
 - with ``$HOOKCAGE_URL`` set, every ``dispatch`` is answered by the service
   there, or by the ``HOOKCAGE_ON_ERROR`` fallback when it cannot answer:
@@ -105,15 +106,17 @@ def wants_help(args: Sequence[str]) -> bool:
 
 def remote_dispatch(args: Sequence[str]) -> NoReturn:
     """``hookcage dispatch`` with ``$HOOKCAGE_URL`` set: the service's answer, or the fallback."""
+    from executor.service import remote_client  # only with HOOKCAGE_URL set: not on a local event
+
     forward, event, agent = forwardable(args)
     if forward:
         raw = read_stdin()
         try:
-            answer = client.remote(event, b"" if raw is None else raw, os.environ, agent=agent)
+            answer = remote_client.remote(event, b"" if raw is None else raw, os.environ, agent=agent)
         except KeyboardInterrupt:
             sys.exit(130)  # as the in-process CLI exits on Ctrl-C
     else:
-        answer = client.fallback_answer(
+        answer = remote_client.fallback_answer(
             f"with {client.URL_VAR} set, hookcage dispatch takes [EVENT] [--agent NAME] only, "
             f"not {' '.join(args[1:])[:200]!r}", os.environ)
     client.write_answer(answer)

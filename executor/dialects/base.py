@@ -48,9 +48,9 @@ from executor.core.protocol import (
     HookOutcome,
     HookRun,
     Verdict,
-    _dumps,
-    _join,
     build_stdin,
+    dumps,
+    join,
     worktree_answer,
 )
 from executor.core.text import sanitize
@@ -303,7 +303,7 @@ class Dialect:
             return stdout  # parse_outcome reports it as it is
         if not isinstance(data, dict):
             return stdout
-        return _dumps(self.answer_to_claude(spec, data)).encode("utf-8")
+        return dumps(self.answer_to_claude(spec, data)).encode("utf-8")
 
     def block_form(self, event: EventSpec) -> BlockForm:
         """How a blocking verdict on ``event`` is answered in this dialect."""
@@ -367,7 +367,7 @@ class Dialect:
             specific["updatedToolOutput"] = verdict.updated_output
         if specific:
             out["hookSpecificOutput"] = {"hookEventName": self.native_event(event), **specific}
-        return AgentAnswer(0, _dumps(out) + "\n", "")
+        return AgentAnswer(0, dumps(out) + "\n", "")
 
     # -- hookcage install -----------------------------------------------------------------
 
@@ -436,7 +436,7 @@ def block_reason(event: EventSpec, verdict: Verdict) -> str:
     """Why a blocking verdict blocks, for the agent (sanitised)."""
     reason = verdict.reason if verdict.blocked else verdict.decision_reason
     if verdict.blocked and verdict.decision == "deny" and verdict.decision_reason:
-        reason = _join([verdict.reason, verdict.decision_reason])
+        reason = join([verdict.reason, verdict.decision_reason])
     return sanitize(reason) if reason else f"blocked by hookcage ({event.name})"
 
 

@@ -86,7 +86,7 @@ from executor.core.protocol import (
     HookOutcome,
     HookRun,
     Verdict,
-    _dumps,
+    dumps,
 )
 from executor.core.text import sanitize
 from executor.dialects.base import (
@@ -346,7 +346,7 @@ class CodexDialect(Dialect):
         if data.get("decision") == "block" and not _reason(data.get("reason")):
             data = {k: v for k, v in data.items() if k != "decision"}
             notes = (f"decision:block without a non-empty reason does not block in Codex ({spec.name}); ignored",)
-        outcome = run.outcome(spec, exit_code=0, stdout=_dumps(data).encode("utf-8"))
+        outcome = run.outcome(spec, exit_code=0, stdout=dumps(data).encode("utf-8"))
         return replace(outcome, notes=outcome.notes + notes)
 
     def render(self, event: EventSpec, verdict: Verdict) -> AgentAnswer:
@@ -398,7 +398,7 @@ class CodexDialect(Dialect):
         specific = {k: v for k, v in specific.items() if k in allowed}
         if specific:
             out["hookSpecificOutput"] = {"hookEventName": name, **specific}
-        return AgentAnswer(0, _dumps(out) + "\n", "")
+        return AgentAnswer(0, dumps(out) + "\n", "")
 
 
     # -- hookcage install -----------------------------------------------------------------

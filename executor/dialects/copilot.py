@@ -88,7 +88,7 @@ from executor.core.install import (
     merge_flat,
 )
 from executor.core.matchers import Matcher
-from executor.core.protocol import UNSET, AgentAnswer, HookOutcome, HookRun, Verdict, _dumps, _join
+from executor.core.protocol import UNSET, AgentAnswer, HookOutcome, HookRun, Verdict, dumps, join
 from executor.core.text import first_line, sanitize
 from executor.dialects.base import (
     Dialect,
@@ -375,7 +375,7 @@ class CopilotDialect(Dialect):
         return canonical(payload, spec.name)
 
     def hook_input(self, spec: EventSpec, payload: Mapping[str, Any]) -> HookInput:
-        return HookInput(_dumps(to_camel(payload)).encode("utf-8"))
+        return HookInput(dumps(to_camel(payload)).encode("utf-8"))
 
     def input_form(self, hook: HookSpec) -> str:
         key = hook.json_path.removeprefix("$.hooks.").split("[", 1)[0]
@@ -383,7 +383,7 @@ class CopilotDialect(Dialect):
 
     def form_input(self, spec: EventSpec, payload: Mapping[str, Any], form: str) -> HookInput:
         if form == SNAKE_FORM:
-            return HookInput(_dumps(to_snake(payload, PASCAL_OWN.get(spec.name, spec.name))).encode("utf-8"))
+            return HookInput(dumps(to_snake(payload, PASCAL_OWN.get(spec.name, spec.name))).encode("utf-8"))
         return self.hook_input(spec, payload)
 
     # -- answers -------------------------------------------------------------------------
@@ -520,14 +520,14 @@ class CopilotDialect(Dialect):
             if verdict.blocks and verdict.continue_:
                 out = {"decision": "block", "reason": reason}
         elif event.name == "PostToolUseFailure":
-            text = _join([context, reason])
+            text = join([context, reason])
             if text:
                 return AgentAnswer(2, f"{text}\n", stderr)  # R: exit 2, stdout appended to the failure
         elif event.name == "PostToolUse" and verdict.updated_output is not UNSET:
             out["modifiedResult"] = _result(verdict.updated_output)
         if context and event.name in CONTEXT_EVENTS and event.name != "PostToolUseFailure":
             out["additionalContext"] = context
-        return AgentAnswer(0, _dumps(out) + "\n", stderr)
+        return AgentAnswer(0, dumps(out) + "\n", stderr)
 
 
 def _why(event: EventSpec, verdict: Verdict) -> str:
@@ -540,7 +540,7 @@ def _result(value: Any) -> Any:
     """A tool output rewrite as postToolUse's ``modifiedResult`` (R: ``resultType`` + ``textResultForLlm``)."""
     if isinstance(value, dict) and "textResultForLlm" in value:
         return value
-    text = value if isinstance(value, str) else _dumps(value)
+    text = value if isinstance(value, str) else dumps(value)
     return {"resultType": "success", "textResultForLlm": text}
 
 

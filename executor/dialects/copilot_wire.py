@@ -31,7 +31,7 @@ from typing import Any
 
 from executor.core import linre
 from executor.core.matchers import Matcher
-from executor.core.protocol import _dumps
+from executor.core.protocol import dumps
 from executor.core.text import decode
 from executor.dialects.base import json_object
 
@@ -149,7 +149,7 @@ def to_camel(payload: Mapping[str, Any]) -> dict[str, Any]:
             if event == "Notification":
                 out[key] = value  # R: the camelCase notification payload names it too
         elif key == "tool_input":
-            out["toolArgs"] = value if isinstance(value, str) else _dumps(value)
+            out["toolArgs"] = value if isinstance(value, str) else dumps(value)
         elif key == "tool_name":
             out["toolName"] = runtime_tool(payload)
         elif key == "tool_result":

@@ -100,7 +100,7 @@ from executor.core.install import (
     merge_flat,
 )
 from executor.core.matchers import Matcher
-from executor.core.protocol import UNSET, AgentAnswer, HookOutcome, HookRun, Verdict, _dumps
+from executor.core.protocol import UNSET, AgentAnswer, HookOutcome, HookRun, Verdict, dumps
 from executor.core.text import one_line, sanitize
 from executor.dialects.base import (
     Dialect,
@@ -429,7 +429,7 @@ class CursorDialect(Dialect):
     def hook_input(self, spec: EventSpec, payload: Mapping[str, Any]) -> HookInput:
         data = dict(payload)
         data["hook_event_name"] = self.native_event(spec)
-        return HookInput(_dumps(data).encode("utf-8"))
+        return HookInput(dumps(data).encode("utf-8"))
 
     # -- answers -------------------------------------------------------------------------
 
@@ -534,7 +534,7 @@ class CursorDialect(Dialect):
                 out["additional_context"] = context
             if native == "postToolUse" and verdict.updated_output is not UNSET:
                 out["updated_mcp_tool_output"] = verdict.updated_output
-        return AgentAnswer(0, _dumps(out) + "\n", "")
+        return AgentAnswer(0, dumps(out) + "\n", "")
 
 
 def _answer_object(stdout: bytes) -> dict[str, Any] | None:

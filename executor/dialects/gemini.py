@@ -89,7 +89,7 @@ from executor.core.protocol import (
     HookOutcome,
     HookRun,
     Verdict,
-    _dumps,
+    dumps,
 )
 from executor.core.text import decode, sanitize
 from executor.dialects.base import (
@@ -383,7 +383,7 @@ class GeminiDialect(Dialect):
         text = decode(run.stdout).strip() or decode(run.stderr).strip()
         data = _json_answer(text)
         if isinstance(data, dict):
-            answer = _dumps(self.answer_to_claude(spec, data)).encode("utf-8")
+            answer = dumps(self.answer_to_claude(spec, data)).encode("utf-8")
             outcome = run.outcome(spec, exit_code=0, stdout=answer, stderr=b"")
             return replace(outcome, exit_code=run.exit_code, notes=outcome.notes + self._ignored(spec, data))
         if data is not _NOT_JSON and data is not None:
@@ -426,7 +426,7 @@ class GeminiDialect(Dialect):
             specific["tool_input"] = verdict.updated_input
         if specific:
             out["hookSpecificOutput"] = {"hookEventName": self.native_event(event), **specific}
-        return AgentAnswer(0, _dumps(out) + "\n", "")
+        return AgentAnswer(0, dumps(out) + "\n", "")
 
 
 

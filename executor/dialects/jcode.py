@@ -70,8 +70,8 @@ from executor.core.protocol import (
     HookOutcome,
     HookRun,
     Verdict,
-    _dumps,
-    _join,
+    dumps,
+    join,
 )
 from executor.dialects.base import (
     Dialect,
@@ -287,12 +287,12 @@ class JcodeDialect(Dialect):
             elif event.name == "Stop":
                 v = replace(v, blocked=False, decision=None)
             else:
-                v = replace(v, system_message=_join([v.system_message, why]))
+                v = replace(v, system_message=join([v.system_message, why]))
         if v.blocks and event.name not in BLOCKABLE:
             why = block_reason(event, v)
             if event.matcher_field == "tool_name":
-                v = replace(v, additional_context=_join([v.additional_context, why]))
-            v = replace(v, blocked=False, reason=None, system_message=_join([v.system_message, why]),
+                v = replace(v, additional_context=join([v.additional_context, why]))
+            v = replace(v, blocked=False, reason=None, system_message=join([v.system_message, why]),
                         decision=None if v.decision == "deny" else v.decision)
         output = v.updated_output
         v = replace(v, suppress_output=False, updated_output=UNSET)
@@ -301,8 +301,8 @@ class JcodeDialect(Dialect):
             return answer
         data = json.loads(answer.stdout) if answer.stdout.strip() else {}
         specific = data.setdefault("hookSpecificOutput", {"hookEventName": self.native_event(event)})
-        specific["modifiedResult"] = output if isinstance(output, str) else _dumps(output)
-        return AgentAnswer(answer.exit_code, _dumps(data) + "\n", answer.stderr)
+        specific["modifiedResult"] = output if isinstance(output, str) else dumps(output)
+        return AgentAnswer(answer.exit_code, dumps(data) + "\n", answer.stderr)
 
 
 ROUTE_TIMEOUT = 600

@@ -66,7 +66,7 @@ from executor.core.protocol import (
     HookOutcome,
     HookRun,
     Verdict,
-    _dumps,
+    dumps,
 )
 from executor.core.text import sanitize
 from executor.dialects.base import (
@@ -254,7 +254,7 @@ class OkDialect(Dialect):
     def hook_input(self, spec: EventSpec, payload: Mapping[str, Any]) -> HookInput:
         """ok's payload as it sent it: one JSON line (``Payload``), ``event`` in ok's name."""
         data = {"event": self.native_event(spec), **{k: v for k, v in payload.items() if k != "event"}}
-        return HookInput((_dumps(data) + "\n").encode("utf-8"))
+        return HookInput((dumps(data) + "\n").encode("utf-8"))
 
     # -- answers -------------------------------------------------------------------------
 

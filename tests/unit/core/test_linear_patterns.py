@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executor.core import deps, protocol
+from executor.core import deps
 from executor.core.deps import pep723_blocks, script_metadata
+from executor.core.protocol import answers, folding, parsing, values
 from executor.gates.trust import references, scripts
 
 BOUND = 2.0
@@ -60,8 +61,9 @@ def test_a_script_block_is_still_read() -> None:
 # Every pattern hookcage applies unanchored (search, sub, finditer) or anchored (match)
 # to text it does not control, on repetitions of every pair of interesting characters.
 CHARS = [*"aA0_-./:='\"` \t\n$({[]})*?!@#\\|&<>,+", "\u00e9", "line ", ": ", "env: ", "://", "${", "$(", "# "]
-UNANCHORED = [protocol._NETWORK, scripts._NODE_SPECIFIER]
-ANCHORED = [getattr(protocol, name) for name in dir(protocol) if isinstance(getattr(protocol, name), re.Pattern)] + [
+UNANCHORED = [parsing._NETWORK, scripts._NODE_SPECIFIER]
+ANCHORED = [getattr(module, name) for module in (values, answers, parsing, folding) for name in dir(module)
+            if isinstance(getattr(module, name), re.Pattern)] + [
     references._ASSIGNMENT, references._URL, deps._TARBALL, deps._LOCAL_SPEC, deps._PEP723_HEADER]
 
 

@@ -20,8 +20,13 @@ from executor.core.hooks import HookFile, Scope
 from executor.core.protocol import AgentAnswer, HookOutcome, Verdict, apply_on_error, fold, restrict
 from executor.dialects import detect_dialect, get_dialect, selects
 from executor.dialects.base import Where
-from executor.dialects.grok import BUILTIN_HOOKS, LIFECYCLE, rewrite_placeholders, script_command
 from executor.dialects.grok import DIALECT as GROK
+from executor.dialects.grok_wire import (
+    BUILTIN_HOOKS,
+    LIFECYCLE,
+    rewrite_placeholders,
+    script_command,
+)
 from executor.errors import PayloadError
 from executor.executor import HookExecutor
 from executor.sandbox import FakeSandbox, RunRequest, RunResult

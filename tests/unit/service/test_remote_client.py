@@ -28,7 +28,7 @@ import pytest
 import trustme
 
 from executor import in_hook
-from executor.service import client
+from executor.service import client, remote_client
 
 PY = sys.executable
 TOKEN = "s3cret-token-0123456789abcdef"
@@ -177,7 +177,7 @@ def run_agent(args: list[str], env: dict[str, str], stdin: bytes = b'{"tool_name
 
 def not_stdlib(modules: list[str]) -> list[str]:
     ours = {"executor", "executor.core", "executor.core.envnames", "executor.service", "executor.service.client",
-            "executor.service.wirejson",
+            "executor.service.remote_client", "executor.service.wirejson",
             "executor.entry", "executor.in_hook"}
     return [m for m in modules if m not in ours and m.split(".")[0] not in sys.stdlib_module_names]
 
@@ -462,21 +462,21 @@ def test_without_dependencies_other_commands_say_so_in_one_line(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        ("http://hookcage:8787", client.Remote("http", "hookcage", 8787, "")),
-        ("HTTPS://Service.Example", client.Remote("https", "service.example", 443, "")),
-        ("http://127.0.0.1", client.Remote("http", "127.0.0.1", 80, "")),
-        ("http://[::1]:9/", client.Remote("http", "::1", 9, "")),
-        ("https://h:1/a/b/", client.Remote("https", "h", 1, "/a/b")),
-        (" http://h:1 ", client.Remote("http", "h", 1, "")),
+        ("http://hookcage:8787", remote_client.Remote("http", "hookcage", 8787, "")),
+        ("HTTPS://Service.Example", remote_client.Remote("https", "service.example", 443, "")),
+        ("http://127.0.0.1", remote_client.Remote("http", "127.0.0.1", 80, "")),
+        ("http://[::1]:9/", remote_client.Remote("http", "::1", 9, "")),
+        ("https://h:1/a/b/", remote_client.Remote("https", "h", 1, "/a/b")),
+        (" http://h:1 ", remote_client.Remote("http", "h", 1, "")),
     ],
 )
-def test_urls(url: str, expected: client.Remote) -> None:
-    assert client.parse_url(url) == expected
+def test_urls(url: str, expected: remote_client.Remote) -> None:
+    assert remote_client.parse_url(url) == expected
 
 
 def test_authority_and_display() -> None:
-    assert client.parse_url("http://[::1]:9/x").authority == "[::1]:9"
-    assert str(client.parse_url("https://h/x/")) == "https://h:443/x"
+    assert remote_client.parse_url("http://[::1]:9/x").authority == "[::1]:9"
+    assert str(remote_client.parse_url("https://h/x/")) == "https://h:443/x"
 
 
 def test_a_payload_past_the_bound_blocks_whatever_on_error_says(
@@ -484,10 +484,10 @@ def test_a_payload_past_the_bound_blocks_whatever_on_error_says(
 ) -> None:
     monkeypatch.setattr(client, "MAX_PAYLOAD", 10)
     env = {"HOOKCAGE_URL": service.url(), "HOOKCAGE_TOKEN": TOKEN, "HOOKCAGE_ON_ERROR": "allow"}
-    answer = client.remote("Stop", b"x" * 11, env)
+    answer = remote_client.remote("Stop", b"x" * 11, env)
     assert answer.exit_code == 2 and answer.stdout == "" and "refused" in answer.stderr
     assert service.received == []
-    assert client.remote("Stop", b"x" * 10, env) == client.Answer(2, "", "the service says no\n")
+    assert remote_client.remote("Stop", b"x" * 10, env) == client.Answer(2, "", "the service says no\n")
 
 
 def test_the_token_is_never_forwarded_to_the_local_daemon() -> None:
@@ -496,11 +496,11 @@ def test_the_token_is_never_forwarded_to_the_local_daemon() -> None:
 
 
 def test_on_error() -> None:
-    assert client.on_error({}) == (False, "HOOKCAGE_ON_ERROR=deny")
-    assert client.on_error({"HOOKCAGE_ON_ERROR": "ALLOW"}) == (True, "HOOKCAGE_ON_ERROR=allow")
-    assert client.on_error({"HOOKCAGE_ON_ERROR": "allow", "HOOKCAGE_FAIL_CLOSED": "true"}) == (
+    assert remote_client.on_error({}) == (False, "HOOKCAGE_ON_ERROR=deny")
+    assert remote_client.on_error({"HOOKCAGE_ON_ERROR": "ALLOW"}) == (True, "HOOKCAGE_ON_ERROR=allow")
+    assert remote_client.on_error({"HOOKCAGE_ON_ERROR": "allow", "HOOKCAGE_FAIL_CLOSED": "true"}) == (
         False, "HOOKCAGE_FAIL_CLOSED=1")
-    assert client.on_error({"HOOKCAGE_ON_ERROR": "allow", "HOOKCAGE_FAIL_CLOSED": "0"})[0] is True
+    assert remote_client.on_error({"HOOKCAGE_ON_ERROR": "allow", "HOOKCAGE_FAIL_CLOSED": "0"})[0] is True
 
 
 def test_without_dependencies_the_version_still_shows(tmp_path: Path) -> None:
