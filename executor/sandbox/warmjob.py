@@ -12,18 +12,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from executor.sandbox.conventions import SELF_END_GRACE, STDERR
+from executor.sandbox.jobrunner import WARMUPS
 from executor.sandbox.relay import RELAY_FUNCTION, RELAY_VARIABLES
 
 JOB_TAG = "hookcage-job/3"
-WARMUPS: dict[str, str] = {
-    "python3": "python3 -c 'import json, os, re, sys, pathlib, subprocess'",
-}
-"""Programs a pooled container runs once before it says it is ready, by name
-(:func:`warmups`): a fresh container's first start of an interpreter reads
-its files through the engine's storage (and under gVisor through its gofer)
-for the first time; the hook's own start then finds them cached. Fixed
-commands of the image, run from ``/`` with no input, before any job: no hook
-data ever reaches them."""
+RUNNER_JOB_TAG = "hookcage-job/4"
+"""Protocol 4, :mod:`executor.sandbox.jobrunner`'s: protocol 3's bytes after its first line,
+counted by a fixed-width first line (``hookcage-job/4 LENGTH``), so that they are read in one go."""
 WARMUP = "".join(
     f"case $_hc_warm in *,{name},*) {{ {command}; }} </dev/null >/dev/null 2>&1 ;; esac\n"
     for name, command in WARMUPS.items()
@@ -31,6 +26,15 @@ WARMUP = "".join(
 _WORD = re.compile(r"[^\s'\"`;&|()<>$={}]+")
 READY_LINE = b"hookcage-ready\n"
 """What the bootstrap prints on stdout once its idle watchdog is armed."""
+RUNNER_READY_LINE = b"hookcage-ready/py\n"
+"""What :mod:`executor.sandbox.jobrunner` prints instead: its jobs are protocol 4."""
+LAUNCH = (
+    'if command -v python3 >/dev/null 2>&1; then exec python3 -I -S -c "$@"; fi\n'
+    'shift\n_hc_l=$1\nshift\nexec /bin/sh -c "$_hc_l" hookcage-pool "$@"\n'
+)
+"""The pooled container's command where a job runner is offered: ``python3`` runs it
+(its first argument; the bootstrap, second, is its fallback on a Python older than
+3.8), else ``/bin/sh`` runs the bootstrap with the arguments it always had."""
 ACK_PREFIX = b"hookcage-job "
 END_PREFIX = b"hookcage-end "
 
@@ -278,8 +282,13 @@ and everything it started are gone by then: the drain is the bootstrap's."""
 
 
 def bootstrap_command(idle_timeout: float, mount_points: Sequence[str] = (), *, relay: bool = False,
-                      warm: Iterable[str] = ()) -> list[str]:
+                      warm: Iterable[str] = (), runner: str | None = None) -> list[str]:
     """The pooled container's command: ``/bin/sh -c BOOTSTRAP`` and its arguments.
+
+    With ``runner`` (the text of :mod:`executor.sandbox.jobrunner`), the
+    container runs it under the image's ``python3`` when it has one (it then
+    says so with :data:`RUNNER_READY_LINE`, and its jobs are protocol 4), and
+    the bootstrap otherwise (``LAUNCH``).
 
     Args:
         idle_timeout: seconds after which the container exits if no job came.
@@ -293,8 +302,10 @@ def bootstrap_command(idle_timeout: float, mount_points: Sequence[str] = (), *, 
     seconds = max(1, math.ceil(idle_timeout))
     pairs = [arg for point in mount_points for arg in (mountinfo_escape(point), point)]
     names = ",".join(sorted(set(warm) & WARMUPS.keys())) or "-"
-    return ["/bin/sh", "-c", BOOTSTRAP, "hookcage-pool", str(seconds), "relay" if relay else "direct", names,
-            *pairs]
+    args = [str(seconds), "relay" if relay else "direct", names, *pairs]
+    if runner is not None:
+        return ["/bin/sh", "-c", LAUNCH, "hookcage-pool", runner, BOOTSTRAP, *args]
+    return ["/bin/sh", "-c", BOOTSTRAP, "hookcage-pool", *args]
 
 
 def job_environment(run: Mapping[str, str], created: Mapping[str, str]) -> dict[str, str]:
@@ -341,7 +352,7 @@ def _field(value: str) -> bytes:
 
 
 def encode_job(nonce: str, cwd: str, command: str, env: Mapping[str, str],
-               stdin_length: int | None = None, *, watch: int) -> bytes:
+               stdin_length: int | None = None, *, watch: int, protocol: int = 3) -> bytes:
     """The bytes that hand one job to the bootstrap (sent right before the hook's stdin).
 
     Five header lines (``hookcage-job/3``, the nonce, the number of
@@ -355,6 +366,10 @@ def encode_job(nonce: str, cwd: str, command: str, env: Mapping[str, str],
     without any decoding, and no value is ever part of the script's text.
     The hook's stdin is sent right after these bytes; nothing after it is
     ever read.
+
+    With ``protocol`` 4 it is (:data:`RUNNER_JOB_TAG`), for the job
+    runner: the same bytes, but the first line is ``hookcage-job/4`` and the
+    length of the rest in ten digits.
 
     Raises:
         ValueError: a nonce that is not lowercase hex, a NUL byte anywhere, a
@@ -370,8 +385,11 @@ def encode_job(nonce: str, cwd: str, command: str, env: Mapping[str, str],
     if any("\0" in text for text in (cwd, command, *entries)):
         raise ValueError("a job field holds a NUL byte")
     length = "-" if stdin_length is None else str(stdin_length)
-    header = f"{JOB_TAG}\n{nonce}\n{len(entries)}\n{length}\n{int(watch)}\n".encode()
-    return header + b"".join(_field(text) for text in (cwd, command, *entries))
+    body = f"{nonce}\n{len(entries)}\n{length}\n{int(watch)}\n".encode() + b"".join(
+        _field(text) for text in (cwd, command, *entries))
+    if protocol == 4:
+        return f"{RUNNER_JOB_TAG} {len(body):010d}\n".encode() + body
+    return f"{JOB_TAG}\n".encode() + body
 
 
 def watch_seconds(timeout: float) -> int:

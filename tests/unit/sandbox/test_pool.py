@@ -51,7 +51,7 @@ from executor.sandbox.pool import (
     mountinfo_escape,
     pump_job,
 )
-from executor.sandbox.warmjob import WARMUPS, job_environment, warmups
+from executor.sandbox.warmjob import LAUNCH, RUNNER_READY_LINE, WARMUPS, job_environment, warmups
 
 NONCE = "0123456789abcdef0123456789abcdef"
 OTHER = "fedcba9876543210fedcba9876543210"
@@ -105,6 +105,13 @@ def test_job_is_a_header_and_line_counted_fields() -> None:
         + b"1\nA=1\n"
         + b"1\nPATH=/bin\n"
     )
+
+
+def test_protocol_4_is_protocol_3_counted_in_bytes() -> None:
+    three = encode_job(NONCE, "/work", "echo hi", {"A": "1\nx"}, None, watch=40)
+    four = encode_job(NONCE, "/work", "echo hi", {"A": "1\nx"}, None, watch=40, protocol=4)
+    body = three.removeprefix(b"hookcage-job/3\n")
+    assert four == f"hookcage-job/4 {len(body):010d}\n".encode() + body
 
 
 @pytest.mark.parametrize(
@@ -478,16 +485,20 @@ def test_pump_returns_with_stdin_unsent_when_the_hook_ignores_it(
     assert end == "done"
 
 
-def test_await_ready_reads_exactly_the_ready_line(pair: tuple[socket.socket, socket.socket]) -> None:
+@pytest.mark.parametrize("line, protocol", [(READY_LINE, 3), (RUNNER_READY_LINE, 4)], ids=["bootstrap", "runner"])
+def test_await_ready_reads_exactly_the_ready_line(
+    pair: tuple[socket.socket, socket.socket], line: bytes, protocol: int
+) -> None:
     ours, theirs = pair
-    theirs.sendall(frame(STDOUT, READY_LINE[:4]) + frame(STDOUT, READY_LINE[4:]))
-    assert await_ready(ours, time.monotonic() + 1)
+    theirs.sendall(frame(STDOUT, line[:4]) + frame(STDOUT, line[4:]))
+    assert await_ready(ours, time.monotonic() + 1) == protocol
     theirs.sendall(frame(STDOUT, b"later"))
     assert ours.recv(100) == frame(STDOUT, b"later")  # nothing past it was consumed
 
 
 @pytest.mark.parametrize(
-    "data", [frame(STDERR, READY_LINE), frame(STDOUT, b"sh: 1: sleep: not found\n"), b""]
+    "data", [frame(STDERR, READY_LINE), frame(STDOUT, b"sh: 1: sleep: not found\n"), b"",
+             frame(STDOUT, b"hookcage-ready/sh\n"), frame(STDOUT, RUNNER_READY_LINE[:-1] + b"x")]
 )
 def test_await_ready_refuses_anything_else(
     pair: tuple[socket.socket, socket.socket], data: bytes
@@ -496,7 +507,7 @@ def test_await_ready_refuses_anything_else(
     theirs.sendall(data)
     if not data:
         theirs.shutdown(socket.SHUT_WR)
-    assert not await_ready(ours, time.monotonic() + 0.3)
+    assert await_ready(ours, time.monotonic() + 0.3) == 0
 
 
 # --------------------------------------------------------------------------
@@ -977,7 +988,7 @@ def test_fake_engine_spares_warm_up_the_interpreters_their_key_has_run(
 
     def warm_names(ids: set[str]) -> set[str]:  # of the pooled containers (a cold run's has no such argument)
         commands = [client.containers[c].command for c in ids]
-        return {argv[6] for argv in commands if argv[3:4] == ["hookcage-pool"]}
+        return {argv[8] if argv[2] == LAUNCH else argv[6] for argv in commands if argv[3:4] == ["hookcage-pool"]}
 
     assert pool.prewarm(fake_request(project, "echo plain"), wait=5)
     first = set(client.containers)
