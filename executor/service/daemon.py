@@ -73,15 +73,12 @@ import dataclasses
 import errno
 import fcntl
 import functools
-import json
 import logging
 import os
 import socket
 import stat
 import threading
 import time
-import types
-import typing
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -91,13 +88,9 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from executor import __version__, filecache
+from executor import __version__
 from executor.config import project_root
-from executor.core.envnames import AGENT_CONFIG_VARS, PROJECT_DIR_VARS
 from executor.core.hooks import DOCKER_SOCKETS
 from executor.core.options import SandboxOptions
 from executor.core.protocol import AgentAnswer
@@ -106,7 +99,6 @@ from executor.errors import HookcageError, SandboxError
 from executor.executor import HookExecutor, SandboxFactory
 from executor.sandbox import orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
-from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH
 from executor.sandbox.staged_trees import StagedTrees
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error
@@ -122,26 +114,17 @@ from executor.service.dispatching import (
     answer_watching,
     decode_payload,
 )
-from executor.service.image_ids import ImageIds
-from executor.service.keepout import (
-    Fence,
-    Fenced,
-    NoProject,
-    PathRefused,
-    fence_request,
-    make_fence,
-    well_formed,
+from executor.service.forwarding import (
+    caller_settings,
+    host_base_env,
+    project_environ,
+    remote_environ,
 )
+from executor.service.image_ids import ImageIds
+from executor.service.keepout import PathRefused, make_fence
 from executor.service.lifetime import Lifetime
 from executor.service.metrics import ServiceMetrics, dispatch_outcome
-from executor.settings import (
-    DEFAULT_MANAGED_DIR,
-    SETTINGS_FILE,
-    Settings,
-    default_home,
-    load_settings,
-    read_toml_cached,
-)
+from executor.settings import Settings, default_home, load_settings
 
 if TYPE_CHECKING:
     import uvicorn
@@ -167,9 +150,6 @@ def _shown_part(value: Any) -> Any:
     return dict(value) if isinstance(value, tuple) else value
 
 
-_PREFIX = "hookcage_"
-
-
 MAX_IN_FLIGHT = 32
 """Dispatches on the socket at once; one more is refused at once (409: the caller answers
 in-process), never queued behind them. Below anyio's 40 worker threads, so ``/health`` and a
@@ -181,190 +161,6 @@ REMOTE_PER_PROJECT = 4
 more is refused with 503 and ``Retry-After``."""
 class DaemonError(HookcageError):
     """The daemon cannot start: another one serves the socket, or the path is unusable."""
-
-
-# -- the caller's settings ------------------------------------------------------
-
-
-class ForwardedSettings(Settings):
-    """Settings of a forwarded call: the caller's ``HOOKCAGE_*`` variables come in as
-    init arguments, and the daemon's own environment is never read."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources = super().settings_customise_sources(
-            settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
-        )
-        return tuple(source for source in sources if source is not env_settings)
-
-
-def _is_complex(field: FieldInfo) -> bool:
-    """Whether pydantic-settings reads this field's variable as JSON (models and containers)."""
-    annotation = field.annotation
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
-        annotation = args[0]  # X | None, as pydantic-settings reads it (e.g. path_map)
-    origin = typing.get_origin(annotation) or annotation
-    if isinstance(origin, type) and issubclass(origin, BaseModel):
-        return True
-    return origin in (list, dict, tuple, set, frozenset)
-
-
-def _absolute(value: str, what: str) -> str:
-    try:
-        well_formed(value, what)
-    except PathRefused as exc:
-        # No file system has it (a NUL byte, a lone surrogate, too long, '..'): the caller's own
-        # process reports it, as it would without the daemon.
-        raise Refusal(str(exc)) from None
-    if not os.path.isabs(value):
-        # Relative to the caller's working directory, which the daemon does not share.
-        raise Refusal(f"{what} {value!r} is not an absolute path")
-    return value
-
-
-def caller_settings(env: Mapping[str, str], caller_home: str | None, home: Path) -> Settings:
-    """The settings ``hookcage dispatch`` would load in the caller's environment.
-
-    Args:
-        env: the caller's forwarded environment.
-        caller_home: the home the caller computed when ``HOOKCAGE_HOME`` is unset
-            (the platform's config directory, as ``platformdirs`` gives it).
-        home: this daemon's home: it serves no other installation.
-
-    Raises:
-        Refusal: the caller's settings do not load, name another installation,
-            or hold a path relative to its working directory.
-    """
-    values: dict[str, Any] = {}
-    for name, value in env.items():
-        lowered = name.lower()
-        if not lowered.startswith(_PREFIX):
-            continue
-        if name != name.upper():
-            # pydantic-settings reads any letter case, the rest of hookcage upper case only.
-            raise Refusal(f"variable {name} is not in upper case")
-        field = Settings.model_fields.get(lowered[len(_PREFIX):])
-        if field is None:
-            continue
-        if _is_complex(field):
-            try:
-                values[lowered[len(_PREFIX):]] = json.loads(value)
-            except ValueError as exc:
-                raise Refusal(f"{name} is not JSON") from exc
-        else:
-            values[lowered[len(_PREFIX):]] = value
-    own_home = values.get("home")
-    if own_home is None:
-        if caller_home is None:
-            raise Refusal("the caller could not tell its hookcage home")
-        values["home"] = caller_home
-    values["home"] = _absolute(values["home"], "HOOKCAGE_HOME")
-    if os.path.realpath(values["home"]) != os.path.realpath(home):
-        raise Refusal(f"the caller's home {values['home']} is not this daemon's ({home})")
-    values["managed_dir"] = _absolute(values.get("managed_dir", str(DEFAULT_MANAGED_DIR)), "HOOKCAGE_MANAGED_DIR")
-    try:
-        settings = _forwarded_settings(values)
-    except Exception as exc:
-        # In-process this is an error message naming the variable or file: let it say so.
-        raise Refusal(f"the caller's settings do not load: {type(exc).__name__}") from exc
-    for name in ("trust_file", "log_file"):
-        path = getattr(settings, name)
-        if path is not None:
-            _absolute(str(path), name)
-    return settings
-
-
-_SETTINGS = filecache.memo(64)
-
-
-def _forwarded_settings(values: dict[str, Any]) -> Settings:
-    """``ForwardedSettings(**values)``, the same object again while the values and both
-    ``config.toml`` files are (:mod:`executor.filecache`: a file edited since is read afresh).
-
-    Settings are never changed once built, so one object serves every request that has them.
-    """
-    files = tuple(read_toml_cached(Path(values[name]) / SETTINGS_FILE) for name in ("managed_dir", "home"))
-    key = json.dumps(values, sort_keys=True, default=str)
-    built, seen = _SETTINGS.get(key, lambda: (ForwardedSettings(**values), files))
-    if any(now is not then for now, then in zip(files, seen, strict=True)):
-        built, seen = ForwardedSettings(**values), files  # a file changed: build, and keep the new one
-        _SETTINGS.put(key, (built, seen))
-    return built
-
-
-def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None) -> dict[str, str]:
-    """The environment ``HookExecutor`` finds the project root (and ``CLAUDE_ENV_FILE``) in, for the caller.
-
-    In-process the root is the first project-dir variable, else the
-    payload's ``cwd``, else the working directory; the caller's working
-    directory stands in for the last.
-
-    Raises:
-        Refusal: the root, the payload's ``cwd`` or ``transcript_path`` is relative.
-    """
-    environ = {name: env[name] for name in (*PROJECT_DIR_VARS, *client.AGENT_ENV_VARS, *AGENT_CONFIG_VARS)
-               if name in env}
-    chosen = next((env[name] for name in PROJECT_DIR_VARS if env.get(name)), None)
-    where = payload.get("cwd")
-    if chosen is not None:
-        _absolute(chosen, "the project directory")
-    elif not (isinstance(where, str) and where):
-        if cwd is None:
-            raise Refusal("the caller has no working directory")
-        environ[PROJECT_DIR_VARS[0]] = _absolute(cwd, "the working directory")
-    if where and not (isinstance(where, str) and os.path.isabs(where)):
-        raise Refusal(f"the payload's cwd {where!r} is not an absolute path")
-    transcript = payload.get("transcript_path")
-    if isinstance(transcript, str) and transcript:
-        _absolute(transcript, "the payload's transcript_path")
-    return environ
-
-
-def remote_environ(
-    env: Mapping[str, str], payloads: Sequence[Mapping[str, Any]], cwd: str | None, own: Mapping[str, str],
-    fence: Fence,
-) -> tuple[dict[str, str], Fenced]:
-    """The environment ``HookExecutor`` reads for a remote (TCP) caller, and what it may mount.
-
-    Only where the project is comes from the caller: its project-dir variables,
-    else the payload's ``cwd``, else its working directory, each an absolute
-    path the service sees at the same place (the workspace is mounted at the
-    same path in the agent's and the service's containers). What names the
-    agents' user files (``HOME``, ``CODEX_HOME``, ...) is the service's own
-    (``own``); the caller's ``CLAUDE_ENV_FILE`` is ignored.
-
-    Every path the request names passes the keep-out
-    (:func:`executor.service.keepout.fence_request`); the project is pinned
-    as the resolved path it was judged by (``CLAUDE_PROJECT_DIR``), so the
-    executor cannot find another one in the payload.
-
-    Raises:
-        PathRefused: a path is malformed (400) or leads where the caller may not go (403).
-        Refusal: no project at all, or it does not exist on the service (409).
-    """
-    try:
-        fenced = fence_request(env, payloads, cwd, fence)
-    except NoProject as exc:
-        raise Refusal(str(exc)) from None
-    environ = {name: own[name] for name in AGENT_CONFIG_VARS if name in own}
-    environ[PROJECT_DIR_VARS[0]] = fenced.project
-    return environ, fenced
-
-
-def host_base_env(env: Mapping[str, str]) -> dict[str, str]:
-    """What ``executor.sandbox.host.default_base_env`` gives in the caller's environment."""
-    base = {"PATH": env.get("PATH") or _DEFAULT_PATH, "LANG": env.get("LANG") or _DEFAULT_LANG}
-    if "HOME" in env:
-        base["HOME"] = env["HOME"]
-    return base
 
 
 # -- sandboxes ------------------------------------------------------------------------
