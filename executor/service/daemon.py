@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import errno
 import fcntl
 import functools
@@ -95,10 +94,10 @@ from executor.core.hooks import DOCKER_SOCKETS
 from executor.core.options import SandboxOptions
 from executor.core.protocol import AgentAnswer
 from executor.dialects import DIALECTS, resolve_dialect
-from executor.errors import HookcageError, SandboxError
+from executor.errors import HookcageError
 from executor.executor import HookExecutor, SandboxFactory
-from executor.sandbox import orphans, registry, staging
-from executor.sandbox.base import RunRequest, RunResult, Sandbox
+from executor.sandbox import orphans, staging
+from executor.sandbox.base import Sandbox
 from executor.sandbox.staged_trees import StagedTrees
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error
@@ -120,10 +119,10 @@ from executor.service.forwarding import (
     project_environ,
     remote_environ,
 )
-from executor.service.image_ids import ImageIds
 from executor.service.keepout import PathRefused, make_fence
 from executor.service.lifetime import Lifetime
 from executor.service.metrics import ServiceMetrics, dispatch_outcome
+from executor.service.sandboxes import SharedSandboxes, pooled_sandbox_factory
 from executor.settings import Settings, default_home, load_settings
 
 if TYPE_CHECKING:
@@ -132,23 +131,6 @@ if TYPE_CHECKING:
     from executor.service.remote import RemoteOptions
 
 logger = logging.getLogger("hookcage.daemon")
-
-SANDBOX_SETTINGS = (
-    "image", "runtime", "memory", "cpus", "pids", "tmpfs_size", "pool_size", "pool_total", "pool_idle_timeout",
-    "path_map",
-)
-"""The settings a shared sandbox is built from: one sandbox per distinct combination."""
-
-
-def _key_part(value: Any) -> Any:
-    """A setting as part of a dict key: a mapping (``path_map``) as its sorted items."""
-    return tuple(sorted(value.items())) if isinstance(value, dict) else value
-
-
-def _shown_part(value: Any) -> Any:
-    """:func:`_key_part` undone, for ``GET /health`` (no scalar setting is a tuple)."""
-    return dict(value) if isinstance(value, tuple) else value
-
 
 MAX_IN_FLIGHT = 32
 """Dispatches on the socket at once; one more is refused at once (409: the caller answers
@@ -161,51 +143,6 @@ REMOTE_PER_PROJECT = 4
 more is refused with 503 and ``Retry-After``."""
 class DaemonError(HookcageError):
     """The daemon cannot start: another one serves the socket, or the path is unusable."""
-
-
-# -- sandboxes ------------------------------------------------------------------------
-
-
-class _Shared(Sandbox):
-    """A daemon-wide sandbox lent to one request: closing it is the daemon's job."""
-
-    def __init__(self, inner: Sandbox, ids: ImageIds | None = None) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.ids = ids
-
-    def run(self, request: RunRequest) -> RunResult:
-        return self.inner.run(request)
-
-    def image_identity(self, image: str | None) -> str:
-        # Kept while the engine's image events say nothing changed (executor.service.image_ids).
-        return self.ids.identity(image) if self.ids is not None else self.inner.image_identity(image)
-
-    def runtime(self) -> str | None:
-        # Part of the trust profile (gVisor or not): as the in-process executor sees it, or no daemon
-        # run under gVisor would match a review made with `hookcage trust`.
-        return self.inner.runtime()
-
-
-def pooled_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
-    """The daemon's sandboxes: each backend's ``pooled`` variant (:mod:`executor.sandbox.registry`).
-
-    For ``docker``, a warm pool (``pool_size`` or ``pool_total`` 0: the cold
-    ``DockerSandbox``); the rest as in-process.
-
-    Raises:
-        UnknownBackend: no backend is registered as ``backend``.
-    """
-    return registry.backend(backend).build_pooled(settings)
-
-
-def sandbox_health(key: tuple[Any, ...], sandbox: Sandbox) -> dict[str, Any]:
-    """One shared sandbox in ``GET /health``: its backend, profile and pool counters."""
-    from executor.sandbox.pool import PooledDockerSandbox
-
-    pool = dataclasses.asdict(sandbox.stats()) if isinstance(sandbox, PooledDockerSandbox) else None
-    profile = {name: _shown_part(value) for name, value in zip(SANDBOX_SETTINGS, key[1:], strict=True)}
-    return {"backend": key[0], "profile": profile, "pool": pool}
 
 
 # -- the HTTP surface ------------------------------------------------------------------
@@ -221,8 +158,8 @@ class Daemon:
     Args:
         socket_path: where to listen (default ``$HOOKCAGE_HOME/hookcage.sock``).
         sandbox_factory: builds the shared sandboxes (all backends but
-            ``host``), once per profile (:data:`SANDBOX_SETTINGS`); by default
-            :func:`pooled_sandbox_factory` (docker with a warm pool).
+            ``host``), once per profile (:data:`~executor.service.sandboxes.SANDBOX_SETTINGS`); by default
+            :func:`~executor.service.sandboxes.pooled_sandbox_factory` (docker with a warm pool).
         home: the installation served (default :func:`executor.settings.default_home`).
         async_workers: threads for ``async`` hooks.
     """
@@ -237,11 +174,9 @@ class Daemon:
     ) -> None:
         self.home = Path(home) if home is not None else default_home()
         self.socket_path = Path(socket_path) if socket_path is not None else self.home / client.SOCKET_NAME
-        self._factory = sandbox_factory
-        self._shared: dict[tuple[Any, ...], Sandbox] = {}
-        self._ids: dict[int, ImageIds] = {}  # id(shared sandbox) -> its image ids
+        self._lock = threading.RLock()
+        self.shared = SharedSandboxes(sandbox_factory, self._lock)
         self._trees = StagedTrees()
-        self._lock = threading.Lock()
         self._async = ThreadPoolExecutor(max_workers=async_workers, thread_name_prefix="hookcage-async")
         self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookcage-close")
         """Closes the executors of answered dispatches (their staged files) after the answer."""
@@ -257,7 +192,7 @@ class Daemon:
         self._ready_fd: int | None = None
         self.log_file: Path | None = None
         self.lifetime = Lifetime(self.retire)
-        self.metrics = ServiceMetrics(pools=self._pool_stats, alive=self._containers_alive)
+        self.metrics = ServiceMetrics(pools=self.shared.pool_stats, alive=self.shared.containers_alive)
         self.app = self._build_app()
 
     # -- answering --------------------------------------------------------------------
@@ -459,7 +394,7 @@ class Daemon:
             transcripts: remote mode: the only transcripts mounted, each as the
                 real file the keep-out judged (None: as in-process).
         """
-        factory = self._factory_for(base_env)
+        factory = self.shared.factory_for(base_env)
 
         watch = watch or Watch()
         ran: list[Mapping[str, Any]] = []
@@ -517,79 +452,17 @@ class Daemon:
             executor.close()
             self.lifetime.end()
 
-    def _factory_for(self, base_env: Mapping[str, str]) -> SandboxFactory:
-        def factory(backend: str, settings: Settings) -> Sandbox:
-            per_caller = registry.backend(backend).per_caller
-            if per_caller is not None:  # host: runs with the caller's PATH, HOME and LANG
-                return per_caller(settings, base_env)
-            shared = self.shared_sandbox(backend, settings)
-            return _Shared(shared, self._image_ids(shared))
-
-        return factory
-
-    def _image_ids(self, sandbox: Sandbox) -> ImageIds | None:
-        """The image ids kept for a shared sandbox of an engine (None: asked every time)."""
-        with self._lock:
-            if id(sandbox) in self._ids:
-                return self._ids[id(sandbox)]
-            if self._closed or not getattr(registry.find(sandbox.name), "engine", False):
-                return None
-        try:
-            client = getattr(sandbox, "client", None)  # connects: the engine may be away
-        except Exception:
-            return None
-        if client is None or not hasattr(client, "events"):
-            return None
-        with self._lock:
-            if self._closed:
-                return None
-            if id(sandbox) not in self._ids:
-                self._ids[id(sandbox)] = ImageIds(sandbox.image_identity, client)
-            return self._ids[id(sandbox)]
-
     def shared_sandbox(self, backend: str, settings: Settings) -> Sandbox:
-        """The daemon-wide sandbox for a backend and profile, built on first use.
+        """The daemon-wide sandbox for a backend and profile, built on first use (:class:`SharedSandboxes`).
 
         Raises:
             SandboxError: the daemon is stopping, or the factory failed.
         """
-        key = (backend, *(_key_part(getattr(settings, name)) for name in SANDBOX_SETTINGS))
-        with self._lock:
-            if self._closed:
-                raise SandboxError("the hookcage daemon is stopping")
-            sandbox = self._shared.get(key)
-            if sandbox is None:
-                sandbox = self._shared[key] = self._factory(backend, settings)
-            return sandbox
+        return self.shared.get(backend, settings)
 
     def sandboxes(self) -> list[dict[str, Any]]:
-        """The shared sandboxes built so far, for ``GET /health`` (:func:`sandbox_health`)."""
-        with self._lock:
-            shared = list(self._shared.items())
-        return [sandbox_health(key, sandbox) for key, sandbox in shared]
-
-    def _pool_stats(self) -> list[dict[str, Any]]:
-        return [entry["pool"] for entry in self.sandboxes() if entry["pool"]]
-
-    def _containers_alive(self) -> int | None:
-        """Running containers this process started (hook runs and pools); None when the engine
-        does not answer. No docker sandbox yet: none."""
-        from executor.sandbox.conventions import MANAGED_LABEL, POOL_LABEL
-
-        with self._lock:
-            engines = [getattr(sandbox, "client", None) for sandbox in self._shared.values()]
-        engine = next((found for found in engines if found is not None), None)
-        if engine is None:
-            return 0
-        found: set[str] = set()
-        try:
-            for label in (f"{orphans.OWNER_LABEL}={orphans.owner_value()}", f"{POOL_LABEL}={os.getpid()}"):
-                filters = {"label": [f"{MANAGED_LABEL}=true", label], "status": "running"}
-                found.update(entry["Id"] for entry in engine.containers(filters=filters))
-        except Exception as exc:  # the engine is away: say nothing rather than something wrong
-            logger.debug("counting containers failed: %s", exc)
-            return None
-        return len(found)
+        """The shared sandboxes built so far, for ``GET /health`` (:meth:`SharedSandboxes.health`)."""
+        return self.shared.health()
 
     def health(self) -> dict[str, Any]:
         """``GET /health`` on the socket (and, with the token, on TCP)."""
@@ -836,10 +709,7 @@ class Daemon:
             if self._closed:
                 return
             self._closed = True
-            shared = list(self._shared.values())
-            self._shared.clear()
-            ids = list(self._ids.values())
-            self._ids.clear()
+            shared, ids = self.shared.detach()
             inode, self._socket_inode = self._socket_inode, None
             lock_fd, self._lock_fd = self._lock_fd, None
         for kept in ids:
