@@ -44,7 +44,7 @@ How this works:
    containers whose owning process is gone (:mod:`executor.sandbox.orphans`).
 7. One project cannot starve the daemon: at most :data:`MAX_PER_PROJECT`
    events of one project root are in flight on the socket
-   (:data:`REMOTE_PER_PROJECT` on TCP) and :data:`MAX_IN_FLIGHT` in all; one
+   (:data:`REMOTE_PER_PROJECT` on TCP) and :data:`~executor.service.app.MAX_IN_FLIGHT` in all; one
    more is refused at once (:class:`Busy`: 409 and the caller answers
    in-process; 503 on TCP), and a request that finds no worker thread within
    :data:`START_WAIT` seconds is refused too, never left waiting.
@@ -71,22 +71,19 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import functools
 import logging
 import os
 import socket
 import stat
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
 from executor import __version__
 from executor.config import project_root
@@ -101,6 +98,7 @@ from executor.sandbox.base import Sandbox
 from executor.sandbox.staged_trees import StagedTrees
 from executor.service import client
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error
+from executor.service.app import build_local_app
 from executor.service.dispatching import (
     PROTOCOL,
     BadRequest,
@@ -110,7 +108,6 @@ from executor.service.dispatching import (
     RemoteDispatchRequest,
     Retire,
     Watch,
-    answer_watching,
     decode_payload,
 )
 from executor.service.forwarding import (
@@ -121,7 +118,7 @@ from executor.service.forwarding import (
 )
 from executor.service.keepout import PathRefused, make_fence
 from executor.service.lifetime import Lifetime
-from executor.service.metrics import ServiceMetrics, dispatch_outcome
+from executor.service.metrics import ServiceMetrics, agent_label, dispatch_outcome, event_label
 from executor.service.sandboxes import SharedSandboxes, pooled_sandbox_factory
 from executor.settings import Settings, default_home, load_settings
 
@@ -132,10 +129,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("hookcage.daemon")
 
-MAX_IN_FLIGHT = 32
-"""Dispatches on the socket at once; one more is refused at once (409: the caller answers
-in-process), never queued behind them. Below anyio's 40 worker threads, so ``/health`` and a
-refusal always find a thread."""
 MAX_PER_PROJECT = 8
 """Dispatches of one project root at once on the socket; one more is refused (409, in-process)."""
 REMOTE_PER_PROJECT = 4
@@ -183,17 +176,17 @@ class Daemon:
         self._closed = False
         self._lock_fd: int | None = None
         self._socket_inode: int | None = None
-        self._remote_task: asyncio.Future[None] | None = None
+        self.remote_task: asyncio.Future[None] | None = None
+        """The TCP listener's server (``--listen``): the socket's shutdown waits for it."""
         self._projects: dict[str, int] = {}  # dispatches in flight per project root (fairness)
         self._projects_lock = threading.Lock()
-        self._local_in_flight = 0  # on the socket; counted on the event loop
         self._servers: list[uvicorn.Server] = []
         self._retiring: str | None = None
         self._ready_fd: int | None = None
         self.log_file: Path | None = None
         self.lifetime = Lifetime(self.retire)
         self.metrics = ServiceMetrics(pools=self.shared.pool_stats, alive=self.shared.containers_alive)
-        self.app = self._build_app()
+        self.app = build_local_app(self)
 
     # -- answering --------------------------------------------------------------------
 
@@ -206,7 +199,7 @@ class Daemon:
         try:
             return self._answer_local(request, watch)
         except Refusal:
-            self.metrics.dispatched("local", _agent_label(request.agent), "unknown", "refused", None)
+            self.metrics.dispatched("local", agent_label(request.agent), "unknown", "refused", None)
             raise
 
     def _answer_local(self, request: DispatchRequest, watch: Watch | None) -> tuple[AgentAnswer, str]:
@@ -225,7 +218,7 @@ class Daemon:
             return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=settings,
                                      environ=environ, base_env=host_base_env(env), fail_closed=fail_closed_env(env),
                                      watch=watch, listener="local",
-                                     event_label=_event_label(agent, request.event, payload))
+                                     event_label=event_label(agent, request.event, payload))
 
     def _check_code(self, request: DispatchRequest) -> None:
         """Refuse a caller of other code than this daemon's; retire for it when this daemon may be replaced.
@@ -302,7 +295,7 @@ class Daemon:
         try:
             return self._answer_remote(request, watch, roots, transcript_roots, secrets)
         except (Refusal, PathRefused):
-            self.metrics.dispatched("remote", _agent_label(request.agent), "unknown", "refused", None)
+            self.metrics.dispatched("remote", agent_label(request.agent), "unknown", "refused", None)
             raise
         except BadRequest:
             self.metrics.rejected(422)
@@ -349,7 +342,7 @@ class Daemon:
             return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=None,
                                      environ=environ, base_env=host_base_env(os.environ),
                                      fail_closed=fail_closed_env(), watch=watch, listener="remote",
-                                     event_label=_event_label(agent, request.event, payload),
+                                     event_label=event_label(agent, request.event, payload),
                                      transcripts=fenced.transcripts)
 
     @contextlib.contextmanager
@@ -498,46 +491,6 @@ class Daemon:
             except Exception as exc:  # best effort: reap() removes them at expiry
                 logger.debug("removing orphaned containers failed: %s", exc)
 
-    # -- HTTP -------------------------------------------------------------------------
-
-    def _build_app(self) -> FastAPI:
-        @contextlib.asynccontextmanager
-        async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-            yield
-            if self._remote_task is not None:
-                # The TCP listener drains its requests in flight before the sandboxes close.
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(self._remote_task)
-            self.close()
-
-        app = FastAPI(title="hookcage daemon", version=__version__, lifespan=lifespan,
-                      docs_url=None, redoc_url=None, openapi_url=None)
-
-        @app.get("/health")
-        def health() -> dict[str, Any]:
-            return self.health()
-
-        @app.post("/stop")
-        def stop() -> dict[str, Any]:
-            # The socket is the user's own (0600): whoever may dispatch may stop (`hookcage serve --stop`).
-            self.retire("asked to stop (hookcage serve --stop)")
-            return {"pid": os.getpid(), "stopping": True}
-
-        @app.post("/dispatch")
-        async def dispatch(request: DispatchRequest, http: Request) -> JSONResponse:
-            if self._local_in_flight >= MAX_IN_FLIGHT:  # never queued behind what is in flight
-                detail = f"{self._local_in_flight} dispatches are in flight already (at most {MAX_IN_FLIGHT})"
-                logger.info("left to the caller (in-process): %s", detail)
-                self.metrics.dispatched("local", _agent_label(request.agent), "unknown", "refused", None)
-                return JSONResponse({"detail": detail}, status_code=409)
-            self._local_in_flight += 1
-            try:
-                return await answer_watching(functools.partial(self.answer, request), http)
-            finally:
-                self._local_in_flight -= 1
-
-        return app
-
     # -- the socket -------------------------------------------------------------------
 
     def listen(self) -> socket.socket:
@@ -682,7 +635,7 @@ class Daemon:
                                     http="h11", loop="asyncio", ws="none", **remote.uvicorn_ssl())
         local, tcp_server = _linked_servers(config, tcp_config)
         self._serving(local, tcp_server)
-        self._remote_task = asyncio.ensure_future(tcp_server.serve(sockets=[tcp]))
+        self.remote_task = asyncio.ensure_future(tcp_server.serve(sockets=[tcp]))
 
         failed: list[str] = []
 
@@ -693,7 +646,7 @@ class Daemon:
                 logger.error("%s", failed[-1])
                 local.should_exit = True
 
-        self._remote_task.add_done_callback(ended)
+        self.remote_task.add_done_callback(ended)
         logger.info("hookcage %s answering on %s (remote mode, bearer token required)", __version__, address)
         if not remote.project_roots:
             logger.warning("no --project-root: a TCP caller may name any directory this service can read as its "
@@ -754,21 +707,6 @@ def _linked_servers(config: uvicorn.Config, tcp_config: uvicorn.Config) -> tuple
 
     follower = Follower(tcp_config)
     return Leader(config, follower), follower
-
-
-def _agent_label(agent: str | None) -> str:
-    """An agent name for the metrics: a known dialect, else ``unknown`` (labels stay bounded)."""
-    if agent is None:
-        return "recognised"
-    return agent if agent in DIALECTS else "unknown"
-
-
-def _event_label(agent: str, event: str | None, payload: Mapping[str, Any]) -> str:
-    """The canonical event name for the metrics, ``unknown`` when it does not resolve."""
-    try:
-        return DIALECTS[agent].resolve_event(event, payload).name
-    except Exception:
-        return "unknown"
 
 
 def _make_private(folder: Path) -> None:
