@@ -69,34 +69,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import fcntl
 import logging
 import os
 import socket
-import stat
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
-
-import anyio.to_thread
 
 from executor import __version__
 from executor.config import project_root
 from executor.core.hooks import DOCKER_SOCKETS
-from executor.core.options import SandboxOptions
 from executor.core.protocol import AgentAnswer
 from executor.dialects import DIALECTS, resolve_dialect
-from executor.errors import HookcageError
 from executor.executor import HookExecutor, SandboxFactory
-from executor.sandbox import orphans, staging
+from executor.sandbox import staging
 from executor.sandbox.base import Sandbox
 from executor.sandbox.staged_trees import StagedTrees
-from executor.service import client
+from executor.service import client, listener
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error
 from executor.service.app import build_local_app
 from executor.service.dispatching import (
@@ -118,6 +110,7 @@ from executor.service.forwarding import (
 )
 from executor.service.keepout import PathRefused, make_fence
 from executor.service.lifetime import Lifetime
+from executor.service.listener import DaemonError, clear_stale, make_private, take_lock
 from executor.service.metrics import ServiceMetrics, agent_label, dispatch_outcome, event_label
 from executor.service.sandboxes import SharedSandboxes, pooled_sandbox_factory
 from executor.settings import Settings, default_home, load_settings
@@ -134,8 +127,6 @@ MAX_PER_PROJECT = 8
 REMOTE_PER_PROJECT = 4
 """Dispatches of one project root at once on TCP (half the default ``--max-concurrent``); one
 more is refused with 503 and ``Retry-After``."""
-class DaemonError(HookcageError):
-    """The daemon cannot start: another one serves the socket, or the path is unusable."""
 
 
 # -- the HTTP surface ------------------------------------------------------------------
@@ -261,7 +252,7 @@ class Daemon:
         for server in servers:
             server.should_exit = True
 
-    def _serving(self, *servers: uvicorn.Server) -> None:
+    def serving(self, *servers: uvicorn.Server) -> None:
         """The uvicorn servers to stop when the daemon retires (one asked to retire before is stopped at once)."""
         with self._lock:
             self._servers = list(servers)
@@ -466,31 +457,6 @@ class Daemon:
                 "idle": round(life.idle_for(), 3), "requests": life.requests,
                 "log_file": str(self.log_file) if self.log_file else None, "retiring": self._retiring}
 
-    def warm(self) -> Any:
-        """Build the default backend's sandbox (docker) for the daemon's own settings now (engine connection,
-        reap); the sandbox, or None when it cannot be built (said in the log)."""
-        try:
-            return self.shared_sandbox(SandboxOptions().backend, load_settings())
-        except HookcageError as exc:
-            logger.warning("no docker sandbox prepared: %s", exc)
-            return None
-
-    def sweep(self, sandbox: Any) -> None:
-        """Remove what killed processes left: staging folders, containers of dead owners (best effort).
-
-        Run in a thread once the daemon answers: the first event (the one that started the daemon)
-        does not wait for it. It removes only what belongs to processes that are gone."""
-        with contextlib.suppress(OSError):
-            if (self.home / staging.STAGING).is_dir() and (count := staging.sweep(self.home / staging.STAGING)):
-                logger.info("removed %d staging folder(s) of processes that are gone", count)
-        client = getattr(sandbox, "client", None)
-        if client is not None:
-            try:
-                if count := orphans.remove_orphans(client):
-                    logger.info("removed %d container(s) of processes that are gone", count)
-            except Exception as exc:  # best effort: reap() removes them at expiry
-                logger.debug("removing orphaned containers failed: %s", exc)
-
     # -- the socket -------------------------------------------------------------------
 
     def listen(self) -> socket.socket:
@@ -512,9 +478,9 @@ class Daemon:
     def _listen(self, path: Path, parent: Path) -> socket.socket:
         try:
             parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _make_private(parent)
-            self._lock_fd = _take_lock(path.with_name(path.name + ".lock"), path)
-            _clear_stale(path)
+            make_private(parent)
+            self._lock_fd = take_lock(path.with_name(path.name + ".lock"), path)
+            clear_stale(path)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             old = os.umask(0o177)  # never world-connectable, not even for a moment
             try:
@@ -552,7 +518,7 @@ class Daemon:
             with contextlib.suppress(OSError):
                 os.set_inheritable(ready_fd, False)
         try:
-            self._serve(log_level, warm, remote, idle_timeout, log_file)
+            listener.serve(self, log_level, warm, remote, idle_timeout, log_file, ready=self._ready)
         finally:
             self._ready()
 
@@ -562,98 +528,6 @@ class Daemon:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-    def _serve(self, log_level: str, warm: bool, remote: RemoteOptions | None, idle_timeout: float,
-               log_file: Path | None) -> None:
-        import uvicorn
-
-        log_format = "hookcage serve: %(levelname)s: %(message)s"
-        if log_file is not None:
-            from executor.service.autostart import open_log
-
-            self.log_file = log_file
-            try:
-                fd = open_log(str(log_file))
-            except OSError as exc:
-                raise DaemonError(f"cannot open the log {log_file}: {exc.strerror or exc}") from exc
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            os.close(fd)
-            log_format = "%(asctime)s " + log_format
-        logging.basicConfig(level=log_level.upper(), format=log_format)
-        self.lifetime.idle_timeout = idle_timeout
-        self.lifetime.replaceable = remote is None
-        if remote is not None:
-            remote.check()
-        from executor.sandbox.docker.doctor import refuse_wrong_home_mapping
-
-        refuse_wrong_home_mapping(self.home, load_settings().path_map)  # staging is bound from the home
-        sock = self.listen()
-        tcp: socket.socket | None = None
-        try:
-            if remote is not None:
-                tcp = remote.bind()
-            sandbox = self.warm() if warm else None
-            config = uvicorn.Config(self.app, log_level=log_level, access_log=False, lifespan="on",
-                                    http="h11", loop="asyncio", ws="none")
-            logger.info("hookcage %s answering on %s (pid %d%s)", __version__, self.socket_path, os.getpid(),
-                        f", stops after {idle_timeout:g} s idle" if idle_timeout else "")
-            self.lifetime.start()
-            self._ready()  # listening already: a caller that connects now is answered once uvicorn runs
-            if warm:
-                threading.Thread(target=self.sweep, args=(sandbox,), name="hookcage-sweep", daemon=True).start()
-            if remote is None or tcp is None:
-                server = uvicorn.Server(config)
-                self._serving(server)
-                server.run(sockets=[sock])
-            else:
-                asyncio.run(self._serve_both(config, sock, remote, tcp, log_level))
-        finally:
-            sock.close()
-            if tcp is not None:
-                tcp.close()
-            self.close()
-
-    async def _serve_both(self, config: uvicorn.Config, sock: socket.socket, remote: RemoteOptions, tcp: socket.socket,
-                          log_level: str) -> None:
-        """The unix socket (local mode, as without ``--listen``) and TCP (remote mode) in one loop.
-
-        Two uvicorn servers: TLS and the app differ per listener. The unix
-        socket's server takes SIGTERM/SIGINT and passes them on; its shutdown
-        waits for the TCP server's requests in flight before the sandboxes close.
-        """
-        import uvicorn
-
-        from executor.service.remote import address_of, build_remote_app
-
-        # Room on the worker threads for every TCP dispatch at once, besides the socket's callers.
-        limiter = anyio.to_thread.current_default_thread_limiter()
-        limiter.total_tokens = max(limiter.total_tokens, remote.max_concurrent + 40)
-        address = address_of(tcp, remote.tls)
-        app = build_remote_app(self, remote, address)
-        tcp_config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
-                                    http="h11", loop="asyncio", ws="none", **remote.uvicorn_ssl())
-        local, tcp_server = _linked_servers(config, tcp_config)
-        self._serving(local, tcp_server)
-        self.remote_task = asyncio.ensure_future(tcp_server.serve(sockets=[tcp]))
-
-        failed: list[str] = []
-
-        def ended(task: asyncio.Future[None]) -> None:
-            if not local.should_exit:  # not asked to stop: the TCP listener died on its own
-                error = None if task.cancelled() else task.exception()
-                failed.append(f"the TCP listener on {address} stopped: {error or 'cancelled'}")
-                logger.error("%s", failed[-1])
-                local.should_exit = True
-
-        self.remote_task.add_done_callback(ended)
-        logger.info("hookcage %s answering on %s (remote mode, bearer token required)", __version__, address)
-        if not remote.project_roots:
-            logger.warning("no --project-root: a TCP caller may name any directory this service can read as its "
-                           "project, outside its own files (docs/service.md#every-path-a-request-names)")
-        await local.serve(sockets=[sock])
-        if failed:
-            raise DaemonError(failed[0])  # exit 1, not the 0 of a requested stop
 
     def close(self) -> None:
         """Wait for ``async`` hooks, close the shared sandboxes (a pool removes its
@@ -687,76 +561,3 @@ class Daemon:
         staging.release()  # its owner lock file, once its runs' folders are gone
 
 
-def _linked_servers(config: uvicorn.Config, tcp_config: uvicorn.Config) -> tuple[uvicorn.Server, uvicorn.Server]:
-    """The unix socket's server (it takes SIGTERM/SIGINT and passes them on) and the TCP listener's."""
-    import uvicorn
-
-    class Follower(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield  # the leader's
-
-    class Leader(uvicorn.Server):
-        def __init__(self, config: uvicorn.Config, follower: uvicorn.Server) -> None:
-            super().__init__(config)
-            self.follower = follower
-
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            super().handle_exit(sig, frame)
-            self.follower.handle_exit(sig, frame)
-
-    follower = Follower(tcp_config)
-    return Leader(config, follower), follower
-
-
-def _make_private(folder: Path) -> None:
-    """Make the socket's directory 0700 (refusing one that is shared or someone else's)."""
-    info = os.stat(folder)
-    if info.st_uid != os.geteuid():
-        raise DaemonError(f"{folder} belongs to another user: the socket needs a directory of yours")
-    if info.st_mode & 0o077:
-        if info.st_mode & (stat.S_ISVTX | stat.S_IWOTH):
-            raise DaemonError(f"{folder} is shared with other users: put the socket in a directory of its own")
-        os.chmod(folder, 0o700)
-        logger.info("made %s private (0700)", folder)
-
-
-def _take_lock(lock_path: Path, path: Path) -> int:
-    """Hold an exclusive lock for the daemon's lifetime (one daemon per socket)."""
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
-        os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise DaemonError(f"another hookcage daemon (pid {holder}) is serving {path}") from None
-        raise
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd
-
-
-def _clear_stale(path: Path) -> None:
-    """Remove a socket file nobody accepts connections on; refuse if someone does."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(info.st_mode):
-        raise DaemonError(f"{path} exists and is not a socket: refusing to replace it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
-    try:
-        probe.connect(str(path))
-    except (ConnectionRefusedError, FileNotFoundError):
-        os.unlink(path)  # left by a daemon that was killed
-        logger.info("removed stale socket %s", path)
-        return
-    except OSError:
-        pass  # busy (timed out): someone is there
-    finally:
-        probe.close()
-    running = client.health(str(path))
-    pid = running.get("pid") if running else "?"
-    raise DaemonError(f"another hookcage daemon (pid {pid}) answers on {path}")

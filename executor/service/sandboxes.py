@@ -12,19 +12,22 @@ engine while it reports no image event (:mod:`executor.service.image_ids`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from executor.errors import SandboxError
+from executor.core.options import SandboxOptions
+from executor.errors import HookcageError, SandboxError
 from executor.executor import SandboxFactory
-from executor.sandbox import orphans, registry
+from executor.sandbox import orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.service.image_ids import ImageIds
-from executor.settings import Settings
+from executor.settings import Settings, load_settings
 
 logger = logging.getLogger("hookcage.daemon")
 
@@ -179,6 +182,15 @@ class SharedSandboxes:
             return None
         return len(found)
 
+    def warm(self) -> Any:
+        """Build the default backend's sandbox (docker) for the daemon's own settings now (engine connection,
+        reap); the sandbox, or None when it cannot be built (said in the log)."""
+        try:
+            return self.get(SandboxOptions().backend, load_settings())
+        except HookcageError as exc:
+            logger.warning("no docker sandbox prepared: %s", exc)
+            return None
+
     def detach(self) -> tuple[list[Sandbox], list[ImageIds]]:
         """Build nothing more and hand every sandbox and image-id watch over, for the daemon to close."""
         with self._lock:
@@ -188,3 +200,20 @@ class SharedSandboxes:
             ids = list(self._ids.values())
             self._ids.clear()
         return shared, ids
+
+
+def sweep(home: Path, sandbox: Any) -> None:
+    """Remove what killed processes left: staging folders, containers of dead owners (best effort).
+
+    Run in a thread once the daemon answers: the first event (the one that started the daemon)
+    does not wait for it. It removes only what belongs to processes that are gone."""
+    with contextlib.suppress(OSError):
+        if (home / staging.STAGING).is_dir() and (count := staging.sweep(home / staging.STAGING)):
+            logger.info("removed %d staging folder(s) of processes that are gone", count)
+    client = getattr(sandbox, "client", None)
+    if client is not None:
+        try:
+            if count := orphans.remove_orphans(client):
+                logger.info("removed %d container(s) of processes that are gone", count)
+        except Exception as exc:  # best effort: reap() removes them at expiry
+            logger.debug("removing orphaned containers failed: %s", exc)
