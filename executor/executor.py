@@ -34,7 +34,6 @@ import contextlib
 import logging
 import os
 import secrets
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -48,7 +47,6 @@ from executor import filecache, in_hook
 from executor.config import load_hooks, project_root, refuse_own_dirs_in_project
 from executor.core.conditions import ConditionContext
 from executor.core.deps import find_needs, own_need
-from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.events import EventSpec, check_payload, get_event
 from executor.core.files import FileState
 from executor.core.hooks import DOCKER_SOCKETS, HookSpec, dedupe
@@ -76,11 +74,12 @@ from executor.gates.trust import (
     collect_references,
     command_words,
 )
+from executor.prepare.request import run_request, staging_root, unstage
 from executor.runlog import append_records, cap_event, claim_once
 from executor.sandbox import homes, orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.depcache import DepCache, NeedState, RunSetup, package_words, run_setup
-from executor.sandbox.staged_trees import StagedTrees, tree_key
+from executor.sandbox.staged_trees import StagedTrees
 from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
@@ -156,22 +155,6 @@ class _Gate:
     allow: AllowCheck | None = None
     trusted: bool | None = None
     dependencies: tuple[NeedState, ...] = ()
-
-
-def _unstage(runs: Sequence[_Run], trees: StagedTrees | None = None) -> None:
-    """Remove the staged copies of reviewed files once their runs are over (or give a shared
-    tree back to ``trees``, the daemon's)."""
-    for run in runs:
-        for target, staged in run.request.overlays.items():
-            # staged is RUN/tree/<path of target under the project> (see _stage): remove RUN
-            depth = len(Path(os.path.relpath(target, run.request.project_dir)).parts)
-            parents = Path(staged).parents
-            ours = depth < len(parents) and parents[depth - 1].name == "tree" and parents[depth].name.startswith("run-")
-            if ours and (trees is None or not trees.give_back(parents[depth])):
-                shutil.rmtree(parents[depth], ignore_errors=True)
-            break
-        homes.unstage(run.extras)
-    staging.release()  # the owner lock file too, once nothing of this process is staged
 
 
 def _dialect_of(hook: HookSpec) -> Dialect:
@@ -376,7 +359,7 @@ class HookExecutor:
             if self.unstage_at_close:
                 self._staged.extend(runs)
             else:
-                _unstage(runs, self.staged_trees)
+                unstage([(r.request, r.extras) for r in runs], self.staged_trees)
         # fold
         outcomes = [r.outcome for r in runs if r.outcome is not None]
         problems = [str(p) for p in hookset.problems_for(spec.name)]
@@ -429,8 +412,10 @@ class HookExecutor:
                     untrusted.append(gate.skip.detail)
                 considered.append(self._record(spec, session, hook, skip=gate.skip, agent=reads.dialect.name))
                 continue
-            run = _Run(hook, self._request(hook, payload, root, reads.of(hook), session, gate.files, gate.deps),
-                       outcome=gate.outcome)
+            request = run_request(hook, payload, root, reads.of(hook), session, gate.files, gate.deps,
+                                  settings=self.settings, in_hook=self._in_hook.value(),
+                                  transcripts=self._transcripts, trees=self.staged_trees)
+            run = _Run(hook, request, outcome=gate.outcome)
             if hook.is_async:
                 background.append(run)
             else:
@@ -615,7 +600,7 @@ class HookExecutor:
             sandbox = self._sandbox(hook.sandbox.backend)
             problem = cache.fetch(
                 state.key, state.need, subject.files, root=root, image=hook.sandbox.image, run=sandbox.run,
-                staging=self._staging_root(), log=log,
+                staging=staging_root(self.settings.home), log=log,
                 labels={"hookcage.session": "review", "hookcage.hook": hook.id},
             )
             if problem:
@@ -700,94 +685,6 @@ class HookExecutor:
                 return Skip("invalid", f"mount {mount} resolves outside the project ({real}): not allowed in {hook.scope.value} scope")
         return None
 
-    def _request(
-        self,
-        hook: HookSpec,
-        payload: Mapping[str, Any],
-        root: Path,
-        hook_input: HookInput,
-        session: str,
-        files: Sequence[FileState] = (),
-        deps: RunSetup | None = None,
-    ) -> RunRequest:
-        cwd = payload.get("cwd") or str(root)
-        if hook.scope.from_repository:
-            # The review resolved every relative path (and what the scripts load) against the
-            # root: run there, so `sh .hookcage/x.sh` is the file that was hashed wherever the agent is.
-            cwd = str(root)
-        # hookcage's own values win over the hook's env (a repository's hook may not set them at all).
-        env = dict(hook.env)
-        env.update(hook_input.env)  # what the hook's agent sets for it (never the host's)
-        env.update({name: str(root) for name in PROJECT_DIR_VARS})
-        env[IN_HOOK_VAR] = self._in_hook.value()  # a `hookcage dispatch` inside a hook answers at once
-        deps = deps or RunSetup()
-        env.update(deps.env or {})
-        transcript = payload.get("transcript_path")
-        transcript = transcript if isinstance(transcript, str) and transcript else None
-        source = None
-        if transcript is not None and self._transcripts is not None:
-            source = self._transcripts.get(transcript)
-            transcript = transcript if source is not None else None  # not judged mountable: never mounted
-        return RunRequest(
-            command=deps.command(hook.command or ""),
-            binds=deps.binds,
-            stdin=hook_input.stdin,
-            cwd=str(cwd),
-            env=env,
-            timeout=hook.timeout,
-            project_dir=str(root),
-            transcript_path=transcript,
-            transcript_source=source,
-            options=hook.sandbox,
-            labels={"hookcage.session": str(session)[:128], "hookcage.hook": hook.id},
-            output_cap=self.settings.output_cap,
-            overlays=self._stage(files, root),
-        )
-
-    def _stage(self, files: Sequence[FileState], root: Path) -> dict[str, str]:
-        """Write the reviewed bytes of referenced files where the run mounts them read-only.
-
-        The hook then runs exactly what was hashed, whatever the workspace holds
-        by the time the container starts (no edit-after-check race).
-        """
-        present = [f for f in files if f.data is not None]
-        if not present:
-            return {}
-        if self.staged_trees is not None:
-            key = tree_key(present, root) + ":" + str(self._staging_root())
-            return self.staged_trees.lend(key, lambda: self._write_tree(present, root))
-        return self._write_tree(present, root)[1]
-
-    def _write_tree(self, present: Sequence[FileState], root: Path) -> tuple[Path, dict[str, str]]:
-        """A new staged folder holding ``present``'s bytes, and the overlays naming them."""
-        # The copies mirror the project under one folder (TREE/a/b.sh for ROOT/a/b.sh): the
-        # docker backend then lays that folder over the workspace as an overlay file system,
-        # which a `git checkout` during the run cannot take away (a bind over a file can be
-        # detached by unlinking the file on the host). See sandbox.docker.staged_tree.
-        folder = staging.new_folder(self._staging_root(), "run")  # owned: swept if this process dies
-        tree = folder / "tree"
-        tree.mkdir(mode=0o755)
-        tree.chmod(0o755)  # the workspace's root in the container: readable by the hook's user
-        overlays = {}
-        for state in present:
-            staged = tree.joinpath(*state.path.split("/"))
-            parent = staged.parent
-            if not parent.is_dir():
-                parent.mkdir(parents=True, mode=0o755)
-                for made in (parent, *parent.parents):
-                    if made == tree:
-                        break
-                    made.chmod(0o755)
-            staged.write_bytes(state.data or b"")
-            staged.chmod(state.mode)  # the execute bit it was reviewed with, never write
-            overlays[str(root / state.path)] = str(staged)
-        return folder, overlays
-
-    def _staging_root(self) -> Path:
-        path = self.settings.home / "staging"
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return path
-
     def runtime_of(self, backend: str) -> str | None:
         """The runtime ``backend``'s containers get (``auto`` resolved), None for no container.
 
@@ -859,7 +756,7 @@ class HookExecutor:
             try:
                 self._run_all(spec, runs)
             finally:
-                _unstage(runs, self.staged_trees)
+                unstage([(r.request, r.extras) for r in runs], self.staged_trees)
             self._log([self._record(spec, session, r.hook, run=r, agent=agent) for r in runs])
 
         return job
@@ -972,7 +869,7 @@ class HookExecutor:
         """Remove what is still staged, wait for background hooks, then close the sandboxes this executor built."""
         staged, self._staged = self._staged, []
         if staged:
-            _unstage(staged, self.staged_trees)
+            unstage([(r.request, r.extras) for r in staged], self.staged_trees)
         for future in self._background:
             future.exception()
         if self._async_pool is not None:
