@@ -160,7 +160,8 @@ class HookReview:
     def gate(self, hook: HookSpec, root: Path, *, check_cache: bool = True) -> GateAnswer:
         """Gates 2-3 for one hook: extra mounts on disk, the allow-list, trust (and its dependency cache).
 
-        The one place the gates are written: :meth:`~executor.executor.HookExecutor.dispatch` runs what passes,
+        The one place the gates are written:
+        :meth:`~executor.executor.HookExecutor.dispatch` runs what passes,
         ``hookcage list`` shows what each said (``check_cache=False``: only
         whether it would run).
         """
