@@ -6,17 +6,18 @@ How this works:
    socket), removes a stale socket file (one nobody accepts connections on),
    binds ``$HOOKCAGE_HOME/hookcage.sock`` itself (mode 0600, in a 0700
    directory; uvicorn's own ``uds=`` would make it 0666) and runs a FastAPI
-   app on it with uvicorn.
+   app on it (:mod:`executor.service.app`) with uvicorn
+   (:mod:`executor.service.listener`).
 2. The process keeps what is worth keeping between events: the imported
    code, and the sandboxes ``sandbox_factory`` builds (for ``docker``, an
    engine connection and a warm pool of started containers), one per
    sandbox profile, shared by every request and closed when the daemon
-   stops, which removes the pool's containers. ``host`` sandboxes hold nothing
+   stops, which removes the pool's containers (:mod:`executor.service.sandboxes`). ``host`` sandboxes hold nothing
    and are made per request from the caller's PATH, HOME and LANG, as they
    would be in the caller's own process.
 3. Everything that decides a verdict is looked at for every request: the
    settings (the caller's ``HOOKCAGE_*`` variables and the ``config.toml``
-   files), the hook files, the trust store and the allow-list. What was
+   files: :mod:`executor.service.forwarding`), the hook files, the trust store and the allow-list. What was
    parsed is kept by file identity and re-read when the file changed
    (:mod:`executor.filecache`: never stale); image ids are kept while the
    engine reports no image event (:mod:`executor.service.image_ids`); runs
