@@ -110,7 +110,7 @@ def main() -> int:
     def forget() -> None:
         filecache.clear_all()
         daemon._trees.close()  # the next run writes its staged tree, and it is removed after
-        for kept in list(daemon._ids.values()):
+        for kept in list(daemon.shared._ids.values()):
             kept._forget(watching=kept._watching)  # the next image id is asked of the engine
 
     def measure(name: str, ask: Any, cold: bool) -> None:
@@ -153,7 +153,7 @@ def main() -> int:
         measure(f"over the socket (HTTP, FastAPI), cached: {label}", ask, cold=False)
     server.should_exit = True
     thread.join(30)
-    ids = list(daemon._ids.values())
+    ids = list(daemon.shared._ids.values())
     daemon.close()
 
     print(f"\nThe daemon's own work per event, over the sandbox run (ms, {args.runs} events each, one run;"

@@ -12,12 +12,14 @@ How this works, for one event of one agent:
    session runs ``.claude/`` hooks, never ``.cursor/`` ones.
 3. Hooks of the event whose matcher selects the payload are kept; identical
    handlers from several files run once.
-4. Each hook passes the gates (valid config, enabled, supported type, ``once``);
+4. Each hook passes the gates (valid config, enabled, supported type, ``once``;
+   its mounts, the allow-list and trust: :mod:`executor.review`);
    a hook that fails one is skipped, logged with its ``skip_reason`` and, where
    the user should know, named in the verdict's system message.
 5. The rest run in parallel (one after another for agents that run their
    hooks in order and stop at the first block), each in the sandbox its
-   config asks for, with its own timeout, reading its own agent's payload.
+   config asks for (what is made on the host for it: :mod:`executor.prepare`),
+   with its own timeout, reading its own agent's payload.
    ``async`` hooks are started and not awaited.
 6. Each result is parsed in its hook's dialect into the canonical outcome,
    failures follow the hook's ``on_error``, and all outcomes fold into one
@@ -34,7 +36,6 @@ import contextlib
 import logging
 import os
 import secrets
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -47,11 +48,8 @@ from typing import Any
 from executor import filecache, in_hook
 from executor.config import load_hooks, project_root, refuse_own_dirs_in_project
 from executor.core.conditions import ConditionContext
-from executor.core.deps import find_needs, own_need
-from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.events import EventSpec, check_payload, get_event
-from executor.core.files import FileState
-from executor.core.hooks import DOCKER_SOCKETS, HookSpec, dedupe
+from executor.core.hooks import HookSpec, dedupe
 from executor.core.policy import HookSet, Skip
 from executor.core.protocol import (
     HookOutcome,
@@ -65,22 +63,16 @@ from executor.core.protocol import (
 from executor.core.text import redact
 from executor.dialects import DEFAULT_DIALECT, DIALECTS, Dialect, selects
 from executor.dialects.base import HookInput
-from executor.errors import HookcageError, SandboxError, TrustStoreError
-from executor.gates.allowlist import AllowCheck, AllowList, check_command, literal_words
-from executor.gates.trust import (
-    TrustRecord,
-    TrustStore,
-    TrustSubject,
-    UnsafeReference,
-    collect_loaded,
-    collect_references,
-    command_words,
-)
+from executor.errors import HookcageError, SandboxError
+from executor.gates.allowlist import AllowCheck, AllowList
+from executor.gates.trust import TrustStore, TrustSubject
+from executor.prepare.request import run_request, unstage
+from executor.review import GateAnswer, HookReview, HookView
 from executor.runlog import append_records, cap_event, claim_once
 from executor.sandbox import homes, orphans, registry, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
-from executor.sandbox.depcache import DepCache, NeedState, RunSetup, package_words, run_setup
-from executor.sandbox.staged_trees import StagedTrees, tree_key
+from executor.sandbox.depcache import DepCache, NeedState
+from executor.sandbox.staged_trees import StagedTrees
 from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
@@ -88,46 +80,6 @@ logger = logging.getLogger(__name__)
 
 MAX_NOTES = 20
 """Lines of hookcage's own notes (hooks not run, and why) in one answer; the rest are counted."""
-
-
-@dataclass(frozen=True)
-class HookView:
-    """One configured hook as ``hookcage list`` shows it: every gate's answer.
-
-    ``skip`` is the first gate that stops it (``None``: it would run);
-    ``trusted`` is ``None`` for the user's own hooks (no review needed).
-    """
-
-    hook: HookSpec
-    skip: Skip | None
-    allow: AllowCheck | None = None
-    trusted: bool | None = None
-    trust_detail: str = ""
-    dependencies: tuple[NeedState, ...] = ()
-    """Each script's (or package's) dependencies the hook covers, and where their cache stands."""
-
-    def to_json(self) -> dict[str, Any]:
-        """A plain dict for ``--json`` output."""
-        h = self.hook
-        return {
-            "id": h.id, "agent": h.agent or None, "event": h.event, "matcher": h.matcher.source,
-            "if": h.condition.source if h.condition is not None else None, "type": h.type,
-            "command": h.command, "name": h.name, "scope": h.scope.value, "source": h.source,
-            "path": h.json_path, "sandbox": h.sandbox.describe(), "timeout": h.timeout,
-            "async": h.is_async, "once": h.once, "on_error": h.on_error,
-            "capabilities": sorted(h.capabilities),
-            "would_run": self.skip is None,
-            "skip_reason": self.skip.reason if self.skip else None,
-            "detail": self.skip.detail if self.skip else None,
-            "allowlisted": self.allow.allowed if self.allow else None,
-            "allowlist_suggestion": self.allow.suggestion if self.allow else None,
-            "trusted": self.trusted,
-            "trust_detail": self.trust_detail or None,
-            "dependencies": [
-                {**st.need.to_json(), "own": st.own, "ready": st.ready, "failure": st.failure}
-                for st in self.dependencies
-            ],
-        }
 
 
 @dataclass
@@ -139,39 +91,6 @@ class _Run:
     outcome: HookOutcome | None = None
     dropped: tuple[str, ...] = ()
     extras: homes.RunExtras | None = None  # persistent home, env file (executor.sandbox.homes)
-
-
-@dataclass(frozen=True)
-class _Gate:
-    """What the gates decided for one hook: skip it, fail it, or run it (with its reviewed files).
-
-    ``allow`` and ``trusted`` are the allow-list's and the trust store's
-    answers, for ``hookcage list`` (``trusted`` is None for the user's own hooks).
-    """
-
-    skip: Skip | None = None
-    outcome: HookOutcome | None = None
-    files: tuple[FileState, ...] = ()
-    deps: RunSetup | None = None
-    allow: AllowCheck | None = None
-    trusted: bool | None = None
-    dependencies: tuple[NeedState, ...] = ()
-
-
-def _unstage(runs: Sequence[_Run], trees: StagedTrees | None = None) -> None:
-    """Remove the staged copies of reviewed files once their runs are over (or give a shared
-    tree back to ``trees``, the daemon's)."""
-    for run in runs:
-        for target, staged in run.request.overlays.items():
-            # staged is RUN/tree/<path of target under the project> (see _stage): remove RUN
-            depth = len(Path(os.path.relpath(target, run.request.project_dir)).parts)
-            parents = Path(staged).parents
-            ours = depth < len(parents) and parents[depth - 1].name == "tree" and parents[depth].name.startswith("run-")
-            if ours and (trees is None or not trees.give_back(parents[depth])):
-                shutil.rmtree(parents[depth], ignore_errors=True)
-            break
-        homes.unstage(run.extras)
-    staging.release()  # the owner lock file too, once nothing of this process is staged
 
 
 def _dialect_of(hook: HookSpec) -> Dialect:
@@ -200,26 +119,6 @@ class _HookInputs:
             else:
                 self._built[key] = self.dialect.hook_input(self.spec, self.native)
         return self._built[key]
-
-
-def _inside_project(path: Path, root: str) -> bool:
-    """Whether ``path`` (symlinks resolved) is the project root ``root`` or under it."""
-    real, project = filecache.realpath(path), filecache.realpath(root)
-    return os.path.commonpath([real, project]) == project
-
-
-def _refused_dependencies(files: Sequence[FileState], direct: Sequence[str]) -> str | None:
-    """Why a hook's own dependencies are refused (one line, naming the file and the dependency), if they are.
-
-    Such a hook cannot be trusted: what its script names is never fetched (a URL, a
-    path, git, ...). A script it only covers (a helper beside it) with refused
-    dependencies does not stop it: that script fails if the hook runs it.
-    """
-    bad = [need for need in find_needs(files) if need.problem and own_need(need, direct)]
-    if not bad:
-        return None
-    more = f" (and {len(bad) - 1} more file(s) naming dependencies refused)" if len(bad) > 1 else ""
-    return f"dependencies refused: {bad[0].where()}: {bad[0].problem}{more}"
 
 
 def _untrusted_note(details: Sequence[str], root: Path) -> str:
@@ -276,9 +175,10 @@ class HookExecutor:
         self._factory = sandbox_factory
         self._environ = environ
         self._lock = threading.Lock()
-        self._trust: TrustStore | None = None
-        self._dep_cache: DepCache | None = None
         self.allowlist = AllowList(self.settings.allow_entries, tuple(self.settings.allowlist.deny))
+        self.review = HookReview(self.settings, self.allowlist, sandbox=self._sandbox, load=self.load,
+                                 lock=self._lock)
+        """The gates of these hooks and ``hookcage trust``'s review (:mod:`executor.review`)."""
         self._background: list[Future[None]] = []
         self.unstage_at_close = False
         """Remove the runs' staged files in :meth:`close` rather than before :meth:`dispatch`
@@ -314,18 +214,8 @@ class HookExecutor:
     ) -> tuple[HookSet, list[HookView]]:
         """Every configured hook (optionally of one event) and whether it would run."""
         hookset = self.load(root, agents)
-        views = [self._view(hookset, h, root) for h in hookset.hooks if event is None or h.event == event]
+        views = [self.review.view(hookset, h, root) for h in hookset.hooks if event is None or h.event == event]
         return hookset, views
-
-    def _view(self, hookset: HookSet, hook: HookSpec, root: Path | None) -> HookView:
-        skip = hookset.skip(hook)
-        if skip is not None or root is None:
-            return HookView(hook, skip)
-        gate = self._gate(hook, root, check_cache=False)
-        detail = gate.skip.detail if gate.skip is not None and gate.skip.reason == "untrusted" else ""
-        if gate.outcome is not None and gate.outcome.error:
-            detail = gate.outcome.error
-        return HookView(hook, gate.skip, gate.allow, gate.trusted, detail, gate.dependencies)
 
     # -- dispatch ------------------------------------------------------------
 
@@ -376,7 +266,7 @@ class HookExecutor:
             if self.unstage_at_close:
                 self._staged.extend(runs)
             else:
-                _unstage(runs, self.staged_trees)
+                unstage([(r.request, r.extras) for r in runs], self.staged_trees)
         # fold
         outcomes = [r.outcome for r in runs if r.outcome is not None]
         problems = [str(p) for p in hookset.problems_for(spec.name)]
@@ -419,9 +309,9 @@ class HookExecutor:
             skip = hookset.skip(hook)
             if skip is None and id(hook) not in runnable:
                 continue
-            gate = _Gate(skip=skip) if skip is not None else self._gate(hook, root)
+            gate = GateAnswer(skip=skip) if skip is not None else self.review.gate(hook, root)
             if gate.skip is None and hook.once and session and not claim_once(self.settings.state_dir, session, hook.id):
-                gate = _Gate(skip=Skip("disabled", "a once hook that already ran in this session"))
+                gate = GateAnswer(skip=Skip("disabled", "a once hook that already ran in this session"))
             if gate.skip is not None:
                 if gate.skip.reason in ("unsupported_type", "not_allowlisted"):
                     notes.append(f"hook {hook.label} not run: {gate.skip.detail}")
@@ -429,8 +319,10 @@ class HookExecutor:
                     untrusted.append(gate.skip.detail)
                 considered.append(self._record(spec, session, hook, skip=gate.skip, agent=reads.dialect.name))
                 continue
-            run = _Run(hook, self._request(hook, payload, root, reads.of(hook), session, gate.files, gate.deps),
-                       outcome=gate.outcome)
+            request = run_request(hook, payload, root, reads.of(hook), session, gate.files, gate.deps,
+                                  settings=self.settings, in_hook=self._in_hook.value(),
+                                  transcripts=self._transcripts, trees=self.staged_trees)
+            run = _Run(hook, request, outcome=gate.outcome)
             if hook.is_async:
                 background.append(run)
             else:
@@ -443,350 +335,54 @@ class HookExecutor:
             notes.append(_untrusted_note(untrusted, root))
         return runs, background, considered, notes
 
-    def _gate(self, hook: HookSpec, root: Path, *, check_cache: bool = True) -> _Gate:
-        """Gates 2-3 for one hook: extra mounts on disk, the allow-list, trust (and its dependency cache).
-
-        The one place the gates are written: :meth:`dispatch` runs what passes,
-        ``hookcage list`` shows what each said (``check_cache=False``: only
-        whether it would run).
-        """
-        skip = self._check_mounts(hook, root)
-        if skip is not None:
-            return _Gate(skip=skip)
-        check = check_command(hook.command or "", self.allowlist, str(root))
-        if not check.allowed:
-            how = f"; to allow it: {check.suggestion}" if check.suggestion else ""
-            return _Gate(skip=Skip("not_allowlisted", check.reason + how), allow=check)
-        if not hook.scope.from_repository:
-            return _Gate(allow=check)
-        try:
-            subject = self.trust_subject(hook, root)
-            trusted = self.is_trusted(subject)
-        except (UnsafeReference, TrustStoreError) as exc:
-            return _Gate(skip=Skip("untrusted", str(exc)), allow=check, trusted=False)
-        except HookcageError as exc:  # the image cannot be resolved: the hook cannot run
-            return _Gate(outcome=error_outcome(hook.label, str(exc), hook_id=hook.id), allow=check, trusted=False)
-        if not trusted:
-            refused = _refused_dependencies(subject.files, subject.direct)
-            return _Gate(skip=Skip("untrusted", refused or "new or changed since it was reviewed"),
-                         allow=check, trusted=False)
-        states = self.dependency_states(subject)
-        if not check_cache:
-            return _Gate(allow=check, trusted=True, dependencies=tuple(states))
-        if not states:
-            return _Gate(files=subject.files, allow=check, trusted=True)
-        # Only the hook's own scripts stop it: a helper whose dependencies cannot be had
-        # is left out of the run and fails if the hook runs it, as it would offline.
-        missing = [state for state in states if state.own and not state.ready]
-        if missing:
-            failed = [state for state in missing if state.failure]
-            why = (f"its dependencies could not be fetched at review ({failed[0].failure})" if failed else
-                   "its dependencies are not installed (" + "; ".join(st.need.describe() for st in missing) + ")")
-            message = f"{why}: not run; run `hookcage trust --fetch-only` in {root} to fetch them"
-            return _Gate(outcome=error_outcome(hook.label, message, hook_id=hook.id), allow=check, trusted=True)
-        cache = self.dep_cache()
-        ready = [(cache.path(state.key), state.need) for state in states if state.ready]
-        return _Gate(files=subject.files, deps=run_setup(ready) if ready else None, allow=check, trusted=True)
+    # -- review (executor.review) --------------------------------------------
 
     def trust_store(self) -> TrustStore:
-        """The trust store (``$HOOKCAGE_HOME/trust.json`` plus ``HOOKCAGE_TRUST_FILE``)."""
-        with self._lock:
-            if self._trust is None:
-                extra = [self.settings.trust_file] if self.settings.trust_file else []
-                self._trust = TrustStore(self.settings.trust_store_file, extra=extra)
-            return self._trust
+        """The trust store (:meth:`HookReview.trust_store <executor.review.HookReview.trust_store>`)."""
+        return self.review.trust_store()
 
     def is_trusted(self, subject: TrustSubject) -> bool:
-        """Whether ``subject`` is in the trust store or ``HOOKCAGE_TRUST_FILE``.
-
-        Raises:
-            TrustStoreError: the store or the trust file cannot be read, or one
-                of them lies inside the subject's project: a change to the
-                project (a pull request adding ``trust.json`` there) could then
-                trust itself, so neither is read.
-        """
-        store = self.trust_store()
-        # A "project" that holds the user's home folder (an agent started in ~) is no checkout:
-        # the default store under ~ is not a stranger's file there.
-        checkout = not _inside_project(Path(os.path.expanduser("~")), subject.root)
-        for path in (*([store.path] if checkout else []), *store.extra):
-            if _inside_project(path, subject.root):
-                what = "trust store" if path == store.path else "trust file"
-                fix = ("set HOOKCAGE_HOME to a folder outside it" if path == store.path else
-                       "write the export outside the checkout (e.g. $RUNNER_TEMP) and point HOOKCAGE_TRUST_FILE there")
-                raise TrustStoreError(f"{what} {path} is inside the project {subject.root}, where a change to the "
-                                      f"project could trust itself: not read; {fix}")
-        return store.is_trusted(subject.covering_digests())
+        """Whether ``subject`` is trusted (:meth:`executor.review.HookReview.is_trusted`)."""
+        return self.review.is_trusted(subject)
 
     def trust_subject(self, hook: HookSpec, root: Path) -> TrustSubject:
-        """What trusting ``hook`` covers: command, referenced files, full profile, capabilities.
-
-        Raises:
-            UnsafeReference: a referenced path leaves the project.
-            SandboxError: the hook's image cannot be resolved to an id.
-        """
-        command = hook.command or ""
-        files = collect_references(command_words(literal_words(command, str(root))), str(root))
-        direct = tuple(state.path for state in files)
-        files = collect_loaded(files, str(root), shell_words=lambda text: literal_words(text, str(root)))
-        files = self._with_dependency_files(files, root)
-        options = hook.sandbox
-        sandbox = self._sandbox(options.backend)
-        profile: dict[str, Any] = {
-            "backend": options.backend, "workspace": options.workspace,
-            "network": options.network, "mounts": list(options.mounts), "env": dict(hook.env),
-            "memory": options.memory, "cpus": options.cpus, "pids": options.pids,
-            "timeout": hook.timeout,
-            # The backend's own keys (registry.Backend.profile): the image's id; for docker under
-            # gVisor, "isolation" (absent under a shared kernel, so those hashes are as before).
-            **registry.backend(options.backend).trust_profile(sandbox, options),
-        }
-        if options.home != "tmp":  # only when asked: records of hooks without it keep their hash
-            profile["home"] = options.home
-        needs = find_needs(files)
-        if needs:
-            profile["dependencies"] = [n.to_json() for n in needs]
-        return TrustSubject(
-            root=str(root), source=hook.source, event=hook.event, matcher=hook.matcher.source,
-            type=hook.type, command=command, files=files, profile=profile,
-            capabilities=tuple(sorted(hook.capabilities)), agent=hook.agent,
-            selectors=tuple((path, m.source) for path, m in hook.selectors), direct=direct,
-            condition=hook.condition.source if hook.condition is not None else None,
-        )
-
-    @staticmethod
-    def _with_dependency_files(files: tuple[FileState, ...], root: Path) -> tuple[FileState, ...]:
-        """``files`` plus what names a Node script's dependencies: its ``package.json``,
-        the lock file, and the local ``file:`` packages they name (all hashed, all reviewed)."""
-        words = package_words(files, root)
-        if not words:
-            return files
-        manifests = collect_references(words, str(root))
-        local = [
-            "./" + path for need in find_needs(manifests) if need.kind == "node" for path in need.local
-        ]
-        extra = manifests + (collect_references(local, str(root)) if local else ())
-        merged = {f.path: f for f in (*files, *extra)}
-        return tuple(merged[path] for path in sorted(merged))
+        """What trusting ``hook`` covers (:meth:`executor.review.HookReview.trust_subject`)."""
+        return self.review.trust_subject(hook, root)
 
     def dep_cache(self) -> DepCache:
-        """The dependency cache (``$HOOKCAGE_HOME/deps``; one per executor: it remembers each image's Python)."""
-        if self._dep_cache is None:
-            self._dep_cache = DepCache(self.settings.home / "deps")
-        return self._dep_cache
+        """The dependency cache (:meth:`executor.review.HookReview.dep_cache`)."""
+        return self.review.dep_cache()
 
     def dependency_states(self, subject: TrustSubject) -> list[NeedState]:
-        """Where each script's (or package's) dependencies of a hook stand in the cache."""
-        needs = find_needs(subject.files)
-        if not needs:
-            return []
-        return self.dep_cache().states(needs, subject.files, image=str(subject.profile.get("image")),
-                                       root=subject.root, direct=subject.direct)
+        """Where a hook's dependencies stand (:meth:`executor.review.HookReview.dependency_states`)."""
+        return self.review.dependency_states(subject)
 
     def fetch_dependencies(
         self, hook: HookSpec, subject: TrustSubject, log: Callable[[str], None], *,
         retry: bool = True, seen: set[str] | None = None,
     ) -> list[NeedState]:
-        """Fetch what a reviewed hook's scripts need (the only step that may use network).
-
-        Each script (or package) is fetched on its own, into a cache of its own
-        shared by every hook that covers it: one that cannot be fetched stands
-        in no other's way.
-
-        Args:
-            retry: fetch again what failed before (``trust --fetch-only``);
-                otherwise such a need is reported with its recorded failure.
-            seen: keys already handled in this review (each is fetched once).
-
-        Returns:
-            The needs that are not ready after this (each with its failure).
-        """
-        seen = set() if seen is None else seen
-        root = Path(subject.root)
-        cache = self.dep_cache()
-        left = []
-        for state in self.dependency_states(subject):
-            if state.ready:
-                continue
-            if state.key in seen or state.need.problem or (state.failure and not retry):
-                left.append(state)
-                continue
-            seen.add(state.key)
-            sandbox = self._sandbox(hook.sandbox.backend)
-            problem = cache.fetch(
-                state.key, state.need, subject.files, root=root, image=hook.sandbox.image, run=sandbox.run,
-                staging=self._staging_root(), log=log,
-                labels={"hookcage.session": "review", "hookcage.hook": hook.id},
-            )
-            if problem:
-                left.append(replace(state, failure=problem))
-        return left
+        """Fetch what a reviewed hook needs (:meth:`executor.review.HookReview.fetch_dependencies`)."""
+        return self.review.fetch_dependencies(hook, subject, log, retry=retry, seen=seen)
 
     def unfetched(
         self, root: Path, agents: Sequence[Dialect] | None = None, *, retry: bool = True
     ) -> list[tuple[HookSpec, TrustSubject]]:
-        """The trusted repository hooks with a script whose dependencies are not in the cache
-        (yet, or any more; with ``retry``, also those whose fetch failed or that are refused,
-        so that they are named)."""
-        hookset = self.load(root, agents)
-        missing = []
-        for hook in hookset.hooks:
-            if not hook.scope.from_repository or hookset.skip(hook) is not None:
-                continue
-            try:
-                subject = self.trust_subject(hook, root)
-            except HookcageError:
-                continue
-            states = self.dependency_states(subject)
-            if not states or not self.is_trusted(subject):
-                continue
-            if any(not st.ready and (retry or not st.failure) for st in states):
-                missing.append((hook, subject))
-        return missing
+        """Trusted hooks whose dependencies are not cached (:meth:`executor.review.HookReview.unfetched`)."""
+        return self.review.unfetched(root, agents, retry=retry)
 
     def pending_reviews(
         self, root: Path, hook_ids: Sequence[str] = (), agents: Sequence[Dialect] | None = None
     ) -> tuple[list[tuple[HookSpec, TrustSubject]], list[tuple[HookSpec, str]]]:
-        """The repository hooks that need review, and those that cannot be reviewed (and why).
-
-        Args:
-            root: the project root.
-            hook_ids: only these hooks (all when empty).
-            agents: only these agents' files (and hookcage's own); every agent's when None.
-        """
-        hookset = self.load(root, agents)
-        pending: list[tuple[HookSpec, TrustSubject]] = []
-        refused: list[tuple[HookSpec, str]] = []
-        for hook in hookset.hooks:
-            if not hook.scope.from_repository or hookset.skip(hook) is not None:
-                continue
-            if hook_ids and hook.id not in hook_ids:
-                continue
-            try:
-                subject = self.trust_subject(hook, root)
-            except HookcageError as exc:
-                refused.append((hook, str(exc)))
-                continue
-            if self.is_trusted(subject):
-                continue
-            # A dependency that is not a package from an index or registry (a URL, a path,
-            # git, a pip option) is never fetched, so the hook cannot be trusted: refused
-            # here, at review, naming it; only the hooks whose files name it are affected.
-            why = _refused_dependencies(subject.files, subject.direct)
-            if why:
-                refused.append((hook, why))
-                continue
-            pending.append((hook, subject))
-        return pending, refused
+        """The hooks to review, and those that cannot be (:meth:`executor.review.HookReview.pending_reviews`)."""
+        return self.review.pending_reviews(root, hook_ids, agents)
 
     def grant(self, subjects: Sequence[TrustSubject]) -> int:
-        """Trust these hooks as they are now; returns how many records were written."""
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        self.trust_store().add(TrustRecord.of(subject, now) for subject in subjects)
-        return len(subjects)
+        """Trust these hooks as they are now (:meth:`executor.review.HookReview.grant`)."""
+        return self.review.grant(subjects)
 
     def allowlist_check(self, hook: HookSpec, root: Path) -> AllowCheck:
         """The allow-list's answer for one hook's command."""
-        return check_command(hook.command or "", self.allowlist, str(root))
-
-    @staticmethod
-    def _check_mounts(hook: HookSpec, root: Path) -> Skip | None:
-        """Resolve extra mounts on disk: a symlink may not lead out of the project or to a socket."""
-        for mount in hook.sandbox.mounts:
-            real = os.path.realpath(mount)
-            if any(real == s or real.startswith(s + "/") for s in DOCKER_SOCKETS):
-                return Skip("invalid", f"mount {mount} resolves to the Docker socket ({real}): never allowed")
-            if hook.scope.from_repository and not (real == str(root) or real.startswith(str(root) + "/")):
-                return Skip("invalid", f"mount {mount} resolves outside the project ({real}): not allowed in {hook.scope.value} scope")
-        return None
-
-    def _request(
-        self,
-        hook: HookSpec,
-        payload: Mapping[str, Any],
-        root: Path,
-        hook_input: HookInput,
-        session: str,
-        files: Sequence[FileState] = (),
-        deps: RunSetup | None = None,
-    ) -> RunRequest:
-        cwd = payload.get("cwd") or str(root)
-        if hook.scope.from_repository:
-            # The review resolved every relative path (and what the scripts load) against the
-            # root: run there, so `sh .hookcage/x.sh` is the file that was hashed wherever the agent is.
-            cwd = str(root)
-        # hookcage's own values win over the hook's env (a repository's hook may not set them at all).
-        env = dict(hook.env)
-        env.update(hook_input.env)  # what the hook's agent sets for it (never the host's)
-        env.update({name: str(root) for name in PROJECT_DIR_VARS})
-        env[IN_HOOK_VAR] = self._in_hook.value()  # a `hookcage dispatch` inside a hook answers at once
-        deps = deps or RunSetup()
-        env.update(deps.env or {})
-        transcript = payload.get("transcript_path")
-        transcript = transcript if isinstance(transcript, str) and transcript else None
-        source = None
-        if transcript is not None and self._transcripts is not None:
-            source = self._transcripts.get(transcript)
-            transcript = transcript if source is not None else None  # not judged mountable: never mounted
-        return RunRequest(
-            command=deps.command(hook.command or ""),
-            binds=deps.binds,
-            stdin=hook_input.stdin,
-            cwd=str(cwd),
-            env=env,
-            timeout=hook.timeout,
-            project_dir=str(root),
-            transcript_path=transcript,
-            transcript_source=source,
-            options=hook.sandbox,
-            labels={"hookcage.session": str(session)[:128], "hookcage.hook": hook.id},
-            output_cap=self.settings.output_cap,
-            overlays=self._stage(files, root),
-        )
-
-    def _stage(self, files: Sequence[FileState], root: Path) -> dict[str, str]:
-        """Write the reviewed bytes of referenced files where the run mounts them read-only.
-
-        The hook then runs exactly what was hashed, whatever the workspace holds
-        by the time the container starts (no edit-after-check race).
-        """
-        present = [f for f in files if f.data is not None]
-        if not present:
-            return {}
-        if self.staged_trees is not None:
-            key = tree_key(present, root) + ":" + str(self._staging_root())
-            return self.staged_trees.lend(key, lambda: self._write_tree(present, root))
-        return self._write_tree(present, root)[1]
-
-    def _write_tree(self, present: Sequence[FileState], root: Path) -> tuple[Path, dict[str, str]]:
-        """A new staged folder holding ``present``'s bytes, and the overlays naming them."""
-        # The copies mirror the project under one folder (TREE/a/b.sh for ROOT/a/b.sh): the
-        # docker backend then lays that folder over the workspace as an overlay file system,
-        # which a `git checkout` during the run cannot take away (a bind over a file can be
-        # detached by unlinking the file on the host). See sandbox.docker.staged_tree.
-        folder = staging.new_folder(self._staging_root(), "run")  # owned: swept if this process dies
-        tree = folder / "tree"
-        tree.mkdir(mode=0o755)
-        tree.chmod(0o755)  # the workspace's root in the container: readable by the hook's user
-        overlays = {}
-        for state in present:
-            staged = tree.joinpath(*state.path.split("/"))
-            parent = staged.parent
-            if not parent.is_dir():
-                parent.mkdir(parents=True, mode=0o755)
-                for made in (parent, *parent.parents):
-                    if made == tree:
-                        break
-                    made.chmod(0o755)
-            staged.write_bytes(state.data or b"")
-            staged.chmod(state.mode)  # the execute bit it was reviewed with, never write
-            overlays[str(root / state.path)] = str(staged)
-        return folder, overlays
-
-    def _staging_root(self) -> Path:
-        path = self.settings.home / "staging"
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return path
+        return self.review.allowlist_check(hook, root)
 
     def runtime_of(self, backend: str) -> str | None:
         """The runtime ``backend``'s containers get (``auto`` resolved), None for no container.
@@ -859,7 +455,7 @@ class HookExecutor:
             try:
                 self._run_all(spec, runs)
             finally:
-                _unstage(runs, self.staged_trees)
+                unstage([(r.request, r.extras) for r in runs], self.staged_trees)
             self._log([self._record(spec, session, r.hook, run=r, agent=agent) for r in runs])
 
         return job
@@ -972,7 +568,7 @@ class HookExecutor:
         """Remove what is still staged, wait for background hooks, then close the sandboxes this executor built."""
         staged, self._staged = self._staged, []
         if staged:
-            _unstage(staged, self.staged_trees)
+            unstage([(r.request, r.extras) for r in staged], self.staged_trees)
         for future in self._background:
             future.exception()
         if self._async_pool is not None:

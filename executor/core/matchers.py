@@ -59,7 +59,8 @@ without it a tool name matches only itself.
 """
 
 
-def _itself(name: str) -> tuple[str, ...]:
+def no_aliases(name: str) -> tuple[str, ...]:
+    """The :data:`Aliases` without a table: a tool name matches only itself."""
     return (name,)
 
 
@@ -96,7 +97,7 @@ class Matcher:
         """True for ``None``, ``""`` and ``"*"``."""
         return self.names is None and self.pattern is None and self.error is None
 
-    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = _itself) -> bool:
+    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = no_aliases) -> bool:
         """Test one payload value (``None`` when the field is absent).
 
         Args:
@@ -155,7 +156,7 @@ def basename(path: str) -> str:
 
 
 def event_matches(
-    event: EventSpec, matcher: Matcher, payload: Mapping[str, Any], aliases: Aliases = _itself
+    event: EventSpec, matcher: Matcher, payload: Mapping[str, Any], aliases: Aliases = no_aliases
 ) -> bool:
     """Does ``matcher`` select this payload for ``event``? (``aliases``: every agent's names for a tool)
 

@@ -80,7 +80,7 @@ from executor.core.install import (
     dispatch_command,
     routes,
 )
-from executor.core.matchers import Aliases, Matcher, _itself
+from executor.core.matchers import Aliases, Matcher, no_aliases
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
@@ -139,7 +139,7 @@ _NO_SUPPRESS = frozenset({"PreToolUse", "PermissionRequest", "PostToolUse"})
 class CodexMatcher(Matcher):
     """A Codex matcher: also tested against Codex's own aliases of a tool (``apply_patch``: Edit, Write)."""
 
-    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = _itself) -> bool:
+    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = no_aliases) -> bool:
         if super().matches(value, tool=tool, aliases=aliases):
             return True
         if not tool or value is None or self.error is not None:

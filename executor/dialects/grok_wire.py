@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from executor.core import linre
-from executor.core.matchers import Aliases, Matcher, _itself
+from executor.core.matchers import Aliases, Matcher, no_aliases
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ GIT_COMMIT = (r"(?:^|[;&|(){}`'\"\n])\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:\S*
 class UnlessAbsent(Matcher):
     """A selector the agent skips when the event has no such field (``if (hook.filePatterns && context.file)``)."""
 
-    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = _itself) -> bool:
+    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = no_aliases) -> bool:
         return not value or super().matches(value, tool=tool, aliases=aliases)
 
 

@@ -63,7 +63,7 @@ from executor.core.install import (
     dispatch_command,
     routes,
 )
-from executor.core.matchers import Aliases, Matcher, _itself
+from executor.core.matchers import Aliases, Matcher, no_aliases
 from executor.core.protocol import (
     UNSET,
     AgentAnswer,
@@ -131,7 +131,7 @@ class JcodeMatcher(Matcher):
     def matches_all(self) -> bool:
         return self.names is None and not self.patterns and not self.bad and self.error is None
 
-    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = _itself) -> bool:
+    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = no_aliases) -> bool:
         if self.matches_all:
             return True
         candidates = jcode_tool_names(value if tool else None)

@@ -60,7 +60,7 @@ from executor.core.install import (
     json_edit,
     merge_flat,
 )
-from executor.core.matchers import Aliases, Matcher, _itself
+from executor.core.matchers import Aliases, Matcher, no_aliases
 from executor.core.protocol import (
     AgentAnswer,
     HookOutcome,
@@ -102,7 +102,7 @@ _HOOKCAGE_KEYS = frozenset({"sandbox", "env", "capabilities", "on_error", "async
 class OkMatcher(Matcher):
     """ok's ``match``: ``pattern`` is ``^(?:match)$``, tested against ok's own name of the tool."""
 
-    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = _itself) -> bool:
+    def matches(self, value: str | None, *, tool: bool = False, aliases: Aliases = no_aliases) -> bool:
         if self.error is not None:
             return False
         if self.matches_all or not tool:

@@ -24,8 +24,8 @@ from executor.errors import SandboxError
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 
 _SHELL = "/bin/sh"
-_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-_DEFAULT_LANG = "C.UTF-8"
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+DEFAULT_LANG = "C.UTF-8"
 _CHUNK = 64 * 1024
 # How long output may still arrive after the main process is gone: only a
 # process that escaped the group can hold a pipe open that long.
@@ -37,8 +37,8 @@ _TICK = 0.05
 def default_base_env() -> dict[str, str]:
     """PATH, HOME and LANG from this process's environment, with fallbacks."""
     env = {
-        "PATH": os.environ.get("PATH") or _DEFAULT_PATH,
-        "LANG": os.environ.get("LANG") or _DEFAULT_LANG,
+        "PATH": os.environ.get("PATH") or DEFAULT_PATH,
+        "LANG": os.environ.get("LANG") or DEFAULT_LANG,
     }
     if "HOME" in os.environ:
         env["HOME"] = os.environ["HOME"]

@@ -1,7 +1,7 @@
 """Staging folders (``$HOOKCAGE_HOME/staging``): owned while in use, swept once their owner is gone.
 
 What is staged there: the reviewed bytes a run binds over the workspace
-(``run-*``, :mod:`executor.executor`), a run's environment file (``env-*``,
+(``run-*``, :mod:`executor.prepare.request`), a run's environment file (``env-*``,
 :mod:`executor.sandbox.homes`), a dependency fetch's work folder (``deps-*``,
 :mod:`executor.sandbox.depcache`) and the daemon's warm-pool overlay files
 (``hookcage-pool-<pid>-*``, :mod:`executor.sandbox.pool`).

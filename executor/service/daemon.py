@@ -6,17 +6,18 @@ How this works:
    socket), removes a stale socket file (one nobody accepts connections on),
    binds ``$HOOKCAGE_HOME/hookcage.sock`` itself (mode 0600, in a 0700
    directory; uvicorn's own ``uds=`` would make it 0666) and runs a FastAPI
-   app on it with uvicorn.
+   app on it (:mod:`executor.service.app`) with uvicorn
+   (:mod:`executor.service.listener`).
 2. The process keeps what is worth keeping between events: the imported
    code, and the sandboxes ``sandbox_factory`` builds (for ``docker``, an
    engine connection and a warm pool of started containers), one per
    sandbox profile, shared by every request and closed when the daemon
-   stops, which removes the pool's containers. ``host`` sandboxes hold nothing
+   stops, which removes the pool's containers (:mod:`executor.service.sandboxes`). ``host`` sandboxes hold nothing
    and are made per request from the caller's PATH, HOME and LANG, as they
    would be in the caller's own process.
 3. Everything that decides a verdict is looked at for every request: the
    settings (the caller's ``HOOKCAGE_*`` variables and the ``config.toml``
-   files), the hook files, the trust store and the allow-list. What was
+   files: :mod:`executor.service.forwarding`), the hook files, the trust store and the allow-list. What was
    parsed is kept by file identity and re-read when the file changed
    (:mod:`executor.filecache`: never stale); image ids are kept while the
    engine reports no image event (:mod:`executor.service.image_ids`); runs
@@ -44,7 +45,7 @@ How this works:
    containers whose owning process is gone (:mod:`executor.sandbox.orphans`).
 7. One project cannot starve the daemon: at most :data:`MAX_PER_PROJECT`
    events of one project root are in flight on the socket
-   (:data:`REMOTE_PER_PROJECT` on TCP) and :data:`MAX_IN_FLIGHT` in all; one
+   (:data:`REMOTE_PER_PROJECT` on TCP) and :data:`~executor.service.app.MAX_IN_FLIGHT` in all; one
    more is refused at once (:class:`Busy`: 409 and the caller answers
    in-process; 503 on TCP), and a request that finds no worker thread within
    :data:`START_WAIT` seconds is refused too, never left waiting.
@@ -69,47 +70,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import errno
-import fcntl
-import functools
-import json
 import logging
 import os
 import socket
-import stat
 import threading
 import time
-import types
-import typing
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
-
-from executor import __version__, filecache
+from executor import __version__
 from executor.config import project_root
-from executor.core.envnames import AGENT_CONFIG_VARS, PROJECT_DIR_VARS
 from executor.core.hooks import DOCKER_SOCKETS
-from executor.core.options import SandboxOptions
 from executor.core.protocol import AgentAnswer
 from executor.dialects import DIALECTS, resolve_dialect
-from executor.errors import HookcageError, SandboxError
 from executor.executor import HookExecutor, SandboxFactory
-from executor.sandbox import orphans, registry, staging
-from executor.sandbox.base import RunRequest, RunResult, Sandbox
-from executor.sandbox.host import _DEFAULT_LANG, _DEFAULT_PATH
+from executor.sandbox import staging
+from executor.sandbox.base import Sandbox
 from executor.sandbox.staged_trees import StagedTrees
-from executor.service import client
+from executor.service import client, listener
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error
+from executor.service.app import build_local_app
 from executor.service.dispatching import (
     PROTOCOL,
     BadRequest,
@@ -119,29 +101,20 @@ from executor.service.dispatching import (
     RemoteDispatchRequest,
     Retire,
     Watch,
-    answer_watching,
     decode_payload,
 )
-from executor.service.image_ids import ImageIds
-from executor.service.keepout import (
-    Fence,
-    Fenced,
-    NoProject,
-    PathRefused,
-    fence_request,
-    make_fence,
-    well_formed,
+from executor.service.forwarding import (
+    caller_settings,
+    host_base_env,
+    project_environ,
+    remote_environ,
 )
+from executor.service.keepout import PathRefused, make_fence
 from executor.service.lifetime import Lifetime
-from executor.service.metrics import ServiceMetrics, dispatch_outcome
-from executor.settings import (
-    DEFAULT_MANAGED_DIR,
-    SETTINGS_FILE,
-    Settings,
-    default_home,
-    load_settings,
-    read_toml_cached,
-)
+from executor.service.listener import DaemonError, clear_stale, make_private, take_lock
+from executor.service.metrics import ServiceMetrics, agent_label, dispatch_outcome, event_label
+from executor.service.sandboxes import SharedSandboxes, pooled_sandbox_factory
+from executor.settings import Settings, default_home, load_settings
 
 if TYPE_CHECKING:
     import uvicorn
@@ -150,266 +123,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("hookcage.daemon")
 
-SANDBOX_SETTINGS = (
-    "image", "runtime", "memory", "cpus", "pids", "tmpfs_size", "pool_size", "pool_total", "pool_idle_timeout",
-    "path_map",
-)
-"""The settings a shared sandbox is built from: one sandbox per distinct combination."""
-
-
-def _key_part(value: Any) -> Any:
-    """A setting as part of a dict key: a mapping (``path_map``) as its sorted items."""
-    return tuple(sorted(value.items())) if isinstance(value, dict) else value
-
-
-def _shown_part(value: Any) -> Any:
-    """:func:`_key_part` undone, for ``GET /health`` (no scalar setting is a tuple)."""
-    return dict(value) if isinstance(value, tuple) else value
-
-
-_PREFIX = "hookcage_"
-
-
-MAX_IN_FLIGHT = 32
-"""Dispatches on the socket at once; one more is refused at once (409: the caller answers
-in-process), never queued behind them. Below anyio's 40 worker threads, so ``/health`` and a
-refusal always find a thread."""
 MAX_PER_PROJECT = 8
 """Dispatches of one project root at once on the socket; one more is refused (409, in-process)."""
 REMOTE_PER_PROJECT = 4
 """Dispatches of one project root at once on TCP (half the default ``--max-concurrent``); one
 more is refused with 503 and ``Retry-After``."""
-class DaemonError(HookcageError):
-    """The daemon cannot start: another one serves the socket, or the path is unusable."""
-
-
-# -- the caller's settings ------------------------------------------------------
-
-
-class ForwardedSettings(Settings):
-    """Settings of a forwarded call: the caller's ``HOOKCAGE_*`` variables come in as
-    init arguments, and the daemon's own environment is never read."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources = super().settings_customise_sources(
-            settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
-        )
-        return tuple(source for source in sources if source is not env_settings)
-
-
-def _is_complex(field: FieldInfo) -> bool:
-    """Whether pydantic-settings reads this field's variable as JSON (models and containers)."""
-    annotation = field.annotation
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
-        annotation = args[0]  # X | None, as pydantic-settings reads it (e.g. path_map)
-    origin = typing.get_origin(annotation) or annotation
-    if isinstance(origin, type) and issubclass(origin, BaseModel):
-        return True
-    return origin in (list, dict, tuple, set, frozenset)
-
-
-def _absolute(value: str, what: str) -> str:
-    try:
-        well_formed(value, what)
-    except PathRefused as exc:
-        # No file system has it (a NUL byte, a lone surrogate, too long, '..'): the caller's own
-        # process reports it, as it would without the daemon.
-        raise Refusal(str(exc)) from None
-    if not os.path.isabs(value):
-        # Relative to the caller's working directory, which the daemon does not share.
-        raise Refusal(f"{what} {value!r} is not an absolute path")
-    return value
-
-
-def caller_settings(env: Mapping[str, str], caller_home: str | None, home: Path) -> Settings:
-    """The settings ``hookcage dispatch`` would load in the caller's environment.
-
-    Args:
-        env: the caller's forwarded environment.
-        caller_home: the home the caller computed when ``HOOKCAGE_HOME`` is unset
-            (the platform's config directory, as ``platformdirs`` gives it).
-        home: this daemon's home: it serves no other installation.
-
-    Raises:
-        Refusal: the caller's settings do not load, name another installation,
-            or hold a path relative to its working directory.
-    """
-    values: dict[str, Any] = {}
-    for name, value in env.items():
-        lowered = name.lower()
-        if not lowered.startswith(_PREFIX):
-            continue
-        if name != name.upper():
-            # pydantic-settings reads any letter case, the rest of hookcage upper case only.
-            raise Refusal(f"variable {name} is not in upper case")
-        field = Settings.model_fields.get(lowered[len(_PREFIX):])
-        if field is None:
-            continue
-        if _is_complex(field):
-            try:
-                values[lowered[len(_PREFIX):]] = json.loads(value)
-            except ValueError as exc:
-                raise Refusal(f"{name} is not JSON") from exc
-        else:
-            values[lowered[len(_PREFIX):]] = value
-    own_home = values.get("home")
-    if own_home is None:
-        if caller_home is None:
-            raise Refusal("the caller could not tell its hookcage home")
-        values["home"] = caller_home
-    values["home"] = _absolute(values["home"], "HOOKCAGE_HOME")
-    if os.path.realpath(values["home"]) != os.path.realpath(home):
-        raise Refusal(f"the caller's home {values['home']} is not this daemon's ({home})")
-    values["managed_dir"] = _absolute(values.get("managed_dir", str(DEFAULT_MANAGED_DIR)), "HOOKCAGE_MANAGED_DIR")
-    try:
-        settings = _forwarded_settings(values)
-    except Exception as exc:
-        # In-process this is an error message naming the variable or file: let it say so.
-        raise Refusal(f"the caller's settings do not load: {type(exc).__name__}") from exc
-    for name in ("trust_file", "log_file"):
-        path = getattr(settings, name)
-        if path is not None:
-            _absolute(str(path), name)
-    return settings
-
-
-_SETTINGS = filecache.memo(64)
-
-
-def _forwarded_settings(values: dict[str, Any]) -> Settings:
-    """``ForwardedSettings(**values)``, the same object again while the values and both
-    ``config.toml`` files are (:mod:`executor.filecache`: a file edited since is read afresh).
-
-    Settings are never changed once built, so one object serves every request that has them.
-    """
-    files = tuple(read_toml_cached(Path(values[name]) / SETTINGS_FILE) for name in ("managed_dir", "home"))
-    key = json.dumps(values, sort_keys=True, default=str)
-    built, seen = _SETTINGS.get(key, lambda: (ForwardedSettings(**values), files))
-    if any(now is not then for now, then in zip(files, seen, strict=True)):
-        built, seen = ForwardedSettings(**values), files  # a file changed: build, and keep the new one
-        _SETTINGS.put(key, (built, seen))
-    return built
-
-
-def project_environ(env: Mapping[str, str], payload: Mapping[str, Any], cwd: str | None) -> dict[str, str]:
-    """The environment ``HookExecutor`` finds the project root (and ``CLAUDE_ENV_FILE``) in, for the caller.
-
-    In-process the root is the first project-dir variable, else the
-    payload's ``cwd``, else the working directory; the caller's working
-    directory stands in for the last.
-
-    Raises:
-        Refusal: the root, the payload's ``cwd`` or ``transcript_path`` is relative.
-    """
-    environ = {name: env[name] for name in (*PROJECT_DIR_VARS, *client.AGENT_ENV_VARS, *AGENT_CONFIG_VARS)
-               if name in env}
-    chosen = next((env[name] for name in PROJECT_DIR_VARS if env.get(name)), None)
-    where = payload.get("cwd")
-    if chosen is not None:
-        _absolute(chosen, "the project directory")
-    elif not (isinstance(where, str) and where):
-        if cwd is None:
-            raise Refusal("the caller has no working directory")
-        environ[PROJECT_DIR_VARS[0]] = _absolute(cwd, "the working directory")
-    if where and not (isinstance(where, str) and os.path.isabs(where)):
-        raise Refusal(f"the payload's cwd {where!r} is not an absolute path")
-    transcript = payload.get("transcript_path")
-    if isinstance(transcript, str) and transcript:
-        _absolute(transcript, "the payload's transcript_path")
-    return environ
-
-
-def remote_environ(
-    env: Mapping[str, str], payloads: Sequence[Mapping[str, Any]], cwd: str | None, own: Mapping[str, str],
-    fence: Fence,
-) -> tuple[dict[str, str], Fenced]:
-    """The environment ``HookExecutor`` reads for a remote (TCP) caller, and what it may mount.
-
-    Only where the project is comes from the caller: its project-dir variables,
-    else the payload's ``cwd``, else its working directory, each an absolute
-    path the service sees at the same place (the workspace is mounted at the
-    same path in the agent's and the service's containers). What names the
-    agents' user files (``HOME``, ``CODEX_HOME``, ...) is the service's own
-    (``own``); the caller's ``CLAUDE_ENV_FILE`` is ignored.
-
-    Every path the request names passes the keep-out
-    (:func:`executor.service.keepout.fence_request`); the project is pinned
-    as the resolved path it was judged by (``CLAUDE_PROJECT_DIR``), so the
-    executor cannot find another one in the payload.
-
-    Raises:
-        PathRefused: a path is malformed (400) or leads where the caller may not go (403).
-        Refusal: no project at all, or it does not exist on the service (409).
-    """
-    try:
-        fenced = fence_request(env, payloads, cwd, fence)
-    except NoProject as exc:
-        raise Refusal(str(exc)) from None
-    environ = {name: own[name] for name in AGENT_CONFIG_VARS if name in own}
-    environ[PROJECT_DIR_VARS[0]] = fenced.project
-    return environ, fenced
-
-
-def host_base_env(env: Mapping[str, str]) -> dict[str, str]:
-    """What ``executor.sandbox.host.default_base_env`` gives in the caller's environment."""
-    base = {"PATH": env.get("PATH") or _DEFAULT_PATH, "LANG": env.get("LANG") or _DEFAULT_LANG}
-    if "HOME" in env:
-        base["HOME"] = env["HOME"]
-    return base
-
-
-# -- sandboxes ------------------------------------------------------------------------
-
-
-class _Shared(Sandbox):
-    """A daemon-wide sandbox lent to one request: closing it is the daemon's job."""
-
-    def __init__(self, inner: Sandbox, ids: ImageIds | None = None) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.ids = ids
-
-    def run(self, request: RunRequest) -> RunResult:
-        return self.inner.run(request)
-
-    def image_identity(self, image: str | None) -> str:
-        # Kept while the engine's image events say nothing changed (executor.service.image_ids).
-        return self.ids.identity(image) if self.ids is not None else self.inner.image_identity(image)
-
-    def runtime(self) -> str | None:
-        # Part of the trust profile (gVisor or not): as the in-process executor sees it, or no daemon
-        # run under gVisor would match a review made with `hookcage trust`.
-        return self.inner.runtime()
-
-
-def pooled_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
-    """The daemon's sandboxes: each backend's ``pooled`` variant (:mod:`executor.sandbox.registry`).
-
-    For ``docker``, a warm pool (``pool_size`` or ``pool_total`` 0: the cold
-    ``DockerSandbox``); the rest as in-process.
-
-    Raises:
-        UnknownBackend: no backend is registered as ``backend``.
-    """
-    return registry.backend(backend).build_pooled(settings)
-
-
-def sandbox_health(key: tuple[Any, ...], sandbox: Sandbox) -> dict[str, Any]:
-    """One shared sandbox in ``GET /health``: its backend, profile and pool counters."""
-    from executor.sandbox.pool import PooledDockerSandbox
-
-    pool = dataclasses.asdict(sandbox.stats()) if isinstance(sandbox, PooledDockerSandbox) else None
-    profile = {name: _shown_part(value) for name, value in zip(SANDBOX_SETTINGS, key[1:], strict=True)}
-    return {"backend": key[0], "profile": profile, "pool": pool}
 
 
 # -- the HTTP surface ------------------------------------------------------------------
@@ -425,8 +143,8 @@ class Daemon:
     Args:
         socket_path: where to listen (default ``$HOOKCAGE_HOME/hookcage.sock``).
         sandbox_factory: builds the shared sandboxes (all backends but
-            ``host``), once per profile (:data:`SANDBOX_SETTINGS`); by default
-            :func:`pooled_sandbox_factory` (docker with a warm pool).
+            ``host``), once per profile (:data:`~executor.service.sandboxes.SANDBOX_SETTINGS`); by default
+            :func:`~executor.service.sandboxes.pooled_sandbox_factory` (docker with a warm pool).
         home: the installation served (default :func:`executor.settings.default_home`).
         async_workers: threads for ``async`` hooks.
     """
@@ -441,28 +159,26 @@ class Daemon:
     ) -> None:
         self.home = Path(home) if home is not None else default_home()
         self.socket_path = Path(socket_path) if socket_path is not None else self.home / client.SOCKET_NAME
-        self._factory = sandbox_factory
-        self._shared: dict[tuple[Any, ...], Sandbox] = {}
-        self._ids: dict[int, ImageIds] = {}  # id(shared sandbox) -> its image ids
+        self._lock = threading.RLock()
+        self.shared = SharedSandboxes(sandbox_factory, self._lock)
         self._trees = StagedTrees()
-        self._lock = threading.Lock()
         self._async = ThreadPoolExecutor(max_workers=async_workers, thread_name_prefix="hookcage-async")
         self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookcage-close")
         """Closes the executors of answered dispatches (their staged files) after the answer."""
         self._closed = False
         self._lock_fd: int | None = None
         self._socket_inode: int | None = None
-        self._remote_task: asyncio.Future[None] | None = None
+        self.remote_task: asyncio.Future[None] | None = None
+        """The TCP listener's server (``--listen``): the socket's shutdown waits for it."""
         self._projects: dict[str, int] = {}  # dispatches in flight per project root (fairness)
         self._projects_lock = threading.Lock()
-        self._local_in_flight = 0  # on the socket; counted on the event loop
         self._servers: list[uvicorn.Server] = []
         self._retiring: str | None = None
         self._ready_fd: int | None = None
         self.log_file: Path | None = None
         self.lifetime = Lifetime(self.retire)
-        self.metrics = ServiceMetrics(pools=self._pool_stats, alive=self._containers_alive)
-        self.app = self._build_app()
+        self.metrics = ServiceMetrics(pools=self.shared.pool_stats, alive=self.shared.containers_alive)
+        self.app = build_local_app(self)
 
     # -- answering --------------------------------------------------------------------
 
@@ -475,7 +191,7 @@ class Daemon:
         try:
             return self._answer_local(request, watch)
         except Refusal:
-            self.metrics.dispatched("local", _agent_label(request.agent), "unknown", "refused", None)
+            self.metrics.dispatched("local", agent_label(request.agent), "unknown", "refused", None)
             raise
 
     def _answer_local(self, request: DispatchRequest, watch: Watch | None) -> tuple[AgentAnswer, str]:
@@ -494,7 +210,7 @@ class Daemon:
             return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=settings,
                                      environ=environ, base_env=host_base_env(env), fail_closed=fail_closed_env(env),
                                      watch=watch, listener="local",
-                                     event_label=_event_label(agent, request.event, payload))
+                                     event_label=event_label(agent, request.event, payload))
 
     def _check_code(self, request: DispatchRequest) -> None:
         """Refuse a caller of other code than this daemon's; retire for it when this daemon may be replaced.
@@ -537,7 +253,7 @@ class Daemon:
         for server in servers:
             server.should_exit = True
 
-    def _serving(self, *servers: uvicorn.Server) -> None:
+    def serving(self, *servers: uvicorn.Server) -> None:
         """The uvicorn servers to stop when the daemon retires (one asked to retire before is stopped at once)."""
         with self._lock:
             self._servers = list(servers)
@@ -571,7 +287,7 @@ class Daemon:
         try:
             return self._answer_remote(request, watch, roots, transcript_roots, secrets)
         except (Refusal, PathRefused):
-            self.metrics.dispatched("remote", _agent_label(request.agent), "unknown", "refused", None)
+            self.metrics.dispatched("remote", agent_label(request.agent), "unknown", "refused", None)
             raise
         except BadRequest:
             self.metrics.rejected(422)
@@ -618,7 +334,7 @@ class Daemon:
             return self.run_dispatch(request.event, raw, agent=request.agent, answered_as=agent, settings=None,
                                      environ=environ, base_env=host_base_env(os.environ),
                                      fail_closed=fail_closed_env(), watch=watch, listener="remote",
-                                     event_label=_event_label(agent, request.event, payload),
+                                     event_label=event_label(agent, request.event, payload),
                                      transcripts=fenced.transcripts)
 
     @contextlib.contextmanager
@@ -663,7 +379,7 @@ class Daemon:
             transcripts: remote mode: the only transcripts mounted, each as the
                 real file the keep-out judged (None: as in-process).
         """
-        factory = self._factory_for(base_env)
+        factory = self.shared.factory_for(base_env)
 
         watch = watch or Watch()
         ran: list[Mapping[str, Any]] = []
@@ -721,79 +437,17 @@ class Daemon:
             executor.close()
             self.lifetime.end()
 
-    def _factory_for(self, base_env: Mapping[str, str]) -> SandboxFactory:
-        def factory(backend: str, settings: Settings) -> Sandbox:
-            per_caller = registry.backend(backend).per_caller
-            if per_caller is not None:  # host: runs with the caller's PATH, HOME and LANG
-                return per_caller(settings, base_env)
-            shared = self.shared_sandbox(backend, settings)
-            return _Shared(shared, self._image_ids(shared))
-
-        return factory
-
-    def _image_ids(self, sandbox: Sandbox) -> ImageIds | None:
-        """The image ids kept for a shared sandbox of an engine (None: asked every time)."""
-        with self._lock:
-            if id(sandbox) in self._ids:
-                return self._ids[id(sandbox)]
-            if self._closed or not getattr(registry.find(sandbox.name), "engine", False):
-                return None
-        try:
-            client = getattr(sandbox, "client", None)  # connects: the engine may be away
-        except Exception:
-            return None
-        if client is None or not hasattr(client, "events"):
-            return None
-        with self._lock:
-            if self._closed:
-                return None
-            if id(sandbox) not in self._ids:
-                self._ids[id(sandbox)] = ImageIds(sandbox.image_identity, client)
-            return self._ids[id(sandbox)]
-
     def shared_sandbox(self, backend: str, settings: Settings) -> Sandbox:
-        """The daemon-wide sandbox for a backend and profile, built on first use.
+        """The daemon-wide sandbox for a backend and profile, built on first use (:class:`SharedSandboxes`).
 
         Raises:
             SandboxError: the daemon is stopping, or the factory failed.
         """
-        key = (backend, *(_key_part(getattr(settings, name)) for name in SANDBOX_SETTINGS))
-        with self._lock:
-            if self._closed:
-                raise SandboxError("the hookcage daemon is stopping")
-            sandbox = self._shared.get(key)
-            if sandbox is None:
-                sandbox = self._shared[key] = self._factory(backend, settings)
-            return sandbox
+        return self.shared.get(backend, settings)
 
     def sandboxes(self) -> list[dict[str, Any]]:
-        """The shared sandboxes built so far, for ``GET /health`` (:func:`sandbox_health`)."""
-        with self._lock:
-            shared = list(self._shared.items())
-        return [sandbox_health(key, sandbox) for key, sandbox in shared]
-
-    def _pool_stats(self) -> list[dict[str, Any]]:
-        return [entry["pool"] for entry in self.sandboxes() if entry["pool"]]
-
-    def _containers_alive(self) -> int | None:
-        """Running containers this process started (hook runs and pools); None when the engine
-        does not answer. No docker sandbox yet: none."""
-        from executor.sandbox.conventions import MANAGED_LABEL, POOL_LABEL
-
-        with self._lock:
-            engines = [getattr(sandbox, "client", None) for sandbox in self._shared.values()]
-        engine = next((found for found in engines if found is not None), None)
-        if engine is None:
-            return 0
-        found: set[str] = set()
-        try:
-            for label in (f"{orphans.OWNER_LABEL}={orphans.owner_value()}", f"{POOL_LABEL}={os.getpid()}"):
-                filters = {"label": [f"{MANAGED_LABEL}=true", label], "status": "running"}
-                found.update(entry["Id"] for entry in engine.containers(filters=filters))
-        except Exception as exc:  # the engine is away: say nothing rather than something wrong
-            logger.debug("counting containers failed: %s", exc)
-            return None
-        return len(found)
+        """The shared sandboxes built so far, for ``GET /health`` (:meth:`SharedSandboxes.health`)."""
+        return self.shared.health()
 
     def health(self) -> dict[str, Any]:
         """``GET /health`` on the socket (and, with the token, on TCP)."""
@@ -803,71 +457,6 @@ class Daemon:
                 "started": life.started, "uptime": round(life.uptime(), 3), "idle_timeout": life.idle_timeout,
                 "idle": round(life.idle_for(), 3), "requests": life.requests,
                 "log_file": str(self.log_file) if self.log_file else None, "retiring": self._retiring}
-
-    def warm(self) -> Any:
-        """Build the default backend's sandbox (docker) for the daemon's own settings now (engine connection,
-        reap); the sandbox, or None when it cannot be built (said in the log)."""
-        try:
-            return self.shared_sandbox(SandboxOptions().backend, load_settings())
-        except HookcageError as exc:
-            logger.warning("no docker sandbox prepared: %s", exc)
-            return None
-
-    def sweep(self, sandbox: Any) -> None:
-        """Remove what killed processes left: staging folders, containers of dead owners (best effort).
-
-        Run in a thread once the daemon answers: the first event (the one that started the daemon)
-        does not wait for it. It removes only what belongs to processes that are gone."""
-        with contextlib.suppress(OSError):
-            if (self.home / staging.STAGING).is_dir() and (count := staging.sweep(self.home / staging.STAGING)):
-                logger.info("removed %d staging folder(s) of processes that are gone", count)
-        client = getattr(sandbox, "client", None)
-        if client is not None:
-            try:
-                if count := orphans.remove_orphans(client):
-                    logger.info("removed %d container(s) of processes that are gone", count)
-            except Exception as exc:  # best effort: reap() removes them at expiry
-                logger.debug("removing orphaned containers failed: %s", exc)
-
-    # -- HTTP -------------------------------------------------------------------------
-
-    def _build_app(self) -> FastAPI:
-        @contextlib.asynccontextmanager
-        async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-            yield
-            if self._remote_task is not None:
-                # The TCP listener drains its requests in flight before the sandboxes close.
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(self._remote_task)
-            self.close()
-
-        app = FastAPI(title="hookcage daemon", version=__version__, lifespan=lifespan,
-                      docs_url=None, redoc_url=None, openapi_url=None)
-
-        @app.get("/health")
-        def health() -> dict[str, Any]:
-            return self.health()
-
-        @app.post("/stop")
-        def stop() -> dict[str, Any]:
-            # The socket is the user's own (0600): whoever may dispatch may stop (`hookcage serve --stop`).
-            self.retire("asked to stop (hookcage serve --stop)")
-            return {"pid": os.getpid(), "stopping": True}
-
-        @app.post("/dispatch")
-        async def dispatch(request: DispatchRequest, http: Request) -> JSONResponse:
-            if self._local_in_flight >= MAX_IN_FLIGHT:  # never queued behind what is in flight
-                detail = f"{self._local_in_flight} dispatches are in flight already (at most {MAX_IN_FLIGHT})"
-                logger.info("left to the caller (in-process): %s", detail)
-                self.metrics.dispatched("local", _agent_label(request.agent), "unknown", "refused", None)
-                return JSONResponse({"detail": detail}, status_code=409)
-            self._local_in_flight += 1
-            try:
-                return await answer_watching(functools.partial(self.answer, request), http)
-            finally:
-                self._local_in_flight -= 1
-
-        return app
 
     # -- the socket -------------------------------------------------------------------
 
@@ -890,9 +479,9 @@ class Daemon:
     def _listen(self, path: Path, parent: Path) -> socket.socket:
         try:
             parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _make_private(parent)
-            self._lock_fd = _take_lock(path.with_name(path.name + ".lock"), path)
-            _clear_stale(path)
+            make_private(parent)
+            self._lock_fd = take_lock(path.with_name(path.name + ".lock"), path)
+            clear_stale(path)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             old = os.umask(0o177)  # never world-connectable, not even for a moment
             try:
@@ -930,7 +519,7 @@ class Daemon:
             with contextlib.suppress(OSError):
                 os.set_inheritable(ready_fd, False)
         try:
-            self._serve(log_level, warm, remote, idle_timeout, log_file)
+            listener.serve(self, log_level, warm, remote, idle_timeout, log_file, ready=self._ready)
         finally:
             self._ready()
 
@@ -941,98 +530,6 @@ class Daemon:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def _serve(self, log_level: str, warm: bool, remote: RemoteOptions | None, idle_timeout: float,
-               log_file: Path | None) -> None:
-        import uvicorn
-
-        log_format = "hookcage serve: %(levelname)s: %(message)s"
-        if log_file is not None:
-            from executor.service.autostart import open_log
-
-            self.log_file = log_file
-            try:
-                fd = open_log(str(log_file))
-            except OSError as exc:
-                raise DaemonError(f"cannot open the log {log_file}: {exc.strerror or exc}") from exc
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            os.close(fd)
-            log_format = "%(asctime)s " + log_format
-        logging.basicConfig(level=log_level.upper(), format=log_format)
-        self.lifetime.idle_timeout = idle_timeout
-        self.lifetime.replaceable = remote is None
-        if remote is not None:
-            remote.check()
-        from executor.sandbox.docker.doctor import refuse_wrong_home_mapping
-
-        refuse_wrong_home_mapping(self.home, load_settings().path_map)  # staging is bound from the home
-        sock = self.listen()
-        tcp: socket.socket | None = None
-        try:
-            if remote is not None:
-                tcp = remote.bind()
-            sandbox = self.warm() if warm else None
-            config = uvicorn.Config(self.app, log_level=log_level, access_log=False, lifespan="on",
-                                    http="h11", loop="asyncio", ws="none")
-            logger.info("hookcage %s answering on %s (pid %d%s)", __version__, self.socket_path, os.getpid(),
-                        f", stops after {idle_timeout:g} s idle" if idle_timeout else "")
-            self.lifetime.start()
-            self._ready()  # listening already: a caller that connects now is answered once uvicorn runs
-            if warm:
-                threading.Thread(target=self.sweep, args=(sandbox,), name="hookcage-sweep", daemon=True).start()
-            if remote is None or tcp is None:
-                server = uvicorn.Server(config)
-                self._serving(server)
-                server.run(sockets=[sock])
-            else:
-                asyncio.run(self._serve_both(config, sock, remote, tcp, log_level))
-        finally:
-            sock.close()
-            if tcp is not None:
-                tcp.close()
-            self.close()
-
-    async def _serve_both(self, config: uvicorn.Config, sock: socket.socket, remote: RemoteOptions, tcp: socket.socket,
-                          log_level: str) -> None:
-        """The unix socket (local mode, as without ``--listen``) and TCP (remote mode) in one loop.
-
-        Two uvicorn servers: TLS and the app differ per listener. The unix
-        socket's server takes SIGTERM/SIGINT and passes them on; its shutdown
-        waits for the TCP server's requests in flight before the sandboxes close.
-        """
-        import uvicorn
-
-        from executor.service.remote import address_of, build_remote_app
-
-        # Room on the worker threads for every TCP dispatch at once, besides the socket's callers.
-        limiter = anyio.to_thread.current_default_thread_limiter()
-        limiter.total_tokens = max(limiter.total_tokens, remote.max_concurrent + 40)
-        address = address_of(tcp, remote.tls)
-        app = build_remote_app(self, remote, address)
-        tcp_config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
-                                    http="h11", loop="asyncio", ws="none", **remote.uvicorn_ssl())
-        local, tcp_server = _linked_servers(config, tcp_config)
-        self._serving(local, tcp_server)
-        self._remote_task = asyncio.ensure_future(tcp_server.serve(sockets=[tcp]))
-
-        failed: list[str] = []
-
-        def ended(task: asyncio.Future[None]) -> None:
-            if not local.should_exit:  # not asked to stop: the TCP listener died on its own
-                error = None if task.cancelled() else task.exception()
-                failed.append(f"the TCP listener on {address} stopped: {error or 'cancelled'}")
-                logger.error("%s", failed[-1])
-                local.should_exit = True
-
-        self._remote_task.add_done_callback(ended)
-        logger.info("hookcage %s answering on %s (remote mode, bearer token required)", __version__, address)
-        if not remote.project_roots:
-            logger.warning("no --project-root: a TCP caller may name any directory this service can read as its "
-                           "project, outside its own files (docs/service.md#every-path-a-request-names)")
-        await local.serve(sockets=[sock])
-        if failed:
-            raise DaemonError(failed[0])  # exit 1, not the 0 of a requested stop
-
     def close(self) -> None:
         """Wait for ``async`` hooks, close the shared sandboxes (a pool removes its
         containers), remove the socket."""
@@ -1040,10 +537,7 @@ class Daemon:
             if self._closed:
                 return
             self._closed = True
-            shared = list(self._shared.values())
-            self._shared.clear()
-            ids = list(self._ids.values())
-            self._ids.clear()
+            shared, ids = self.shared.detach()
             inode, self._socket_inode = self._socket_inode, None
             lock_fd, self._lock_fd = self._lock_fd, None
         for kept in ids:
@@ -1068,91 +562,3 @@ class Daemon:
         staging.release()  # its owner lock file, once its runs' folders are gone
 
 
-def _linked_servers(config: uvicorn.Config, tcp_config: uvicorn.Config) -> tuple[uvicorn.Server, uvicorn.Server]:
-    """The unix socket's server (it takes SIGTERM/SIGINT and passes them on) and the TCP listener's."""
-    import uvicorn
-
-    class Follower(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield  # the leader's
-
-    class Leader(uvicorn.Server):
-        def __init__(self, config: uvicorn.Config, follower: uvicorn.Server) -> None:
-            super().__init__(config)
-            self.follower = follower
-
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            super().handle_exit(sig, frame)
-            self.follower.handle_exit(sig, frame)
-
-    follower = Follower(tcp_config)
-    return Leader(config, follower), follower
-
-
-def _agent_label(agent: str | None) -> str:
-    """An agent name for the metrics: a known dialect, else ``unknown`` (labels stay bounded)."""
-    if agent is None:
-        return "recognised"
-    return agent if agent in DIALECTS else "unknown"
-
-
-def _event_label(agent: str, event: str | None, payload: Mapping[str, Any]) -> str:
-    """The canonical event name for the metrics, ``unknown`` when it does not resolve."""
-    try:
-        return DIALECTS[agent].resolve_event(event, payload).name
-    except Exception:
-        return "unknown"
-
-
-def _make_private(folder: Path) -> None:
-    """Make the socket's directory 0700 (refusing one that is shared or someone else's)."""
-    info = os.stat(folder)
-    if info.st_uid != os.geteuid():
-        raise DaemonError(f"{folder} belongs to another user: the socket needs a directory of yours")
-    if info.st_mode & 0o077:
-        if info.st_mode & (stat.S_ISVTX | stat.S_IWOTH):
-            raise DaemonError(f"{folder} is shared with other users: put the socket in a directory of its own")
-        os.chmod(folder, 0o700)
-        logger.info("made %s private (0700)", folder)
-
-
-def _take_lock(lock_path: Path, path: Path) -> int:
-    """Hold an exclusive lock for the daemon's lifetime (one daemon per socket)."""
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
-        os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise DaemonError(f"another hookcage daemon (pid {holder}) is serving {path}") from None
-        raise
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd
-
-
-def _clear_stale(path: Path) -> None:
-    """Remove a socket file nobody accepts connections on; refuse if someone does."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(info.st_mode):
-        raise DaemonError(f"{path} exists and is not a socket: refusing to replace it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
-    try:
-        probe.connect(str(path))
-    except (ConnectionRefusedError, FileNotFoundError):
-        os.unlink(path)  # left by a daemon that was killed
-        logger.info("removed stale socket %s", path)
-        return
-    except OSError:
-        pass  # busy (timed out): someone is there
-    finally:
-        probe.close()
-    running = client.health(str(path))
-    pid = running.get("pid") if running else "?"
-    raise DaemonError(f"another hookcage daemon (pid {pid}) answers on {path}")

@@ -1,6 +1,6 @@
 """A dispatch over HTTP, as both listeners take it: the request bodies, the refusals, and the answer.
 
-The socket's app (:mod:`executor.service.daemon`) and the TCP service's
+The socket's app (:mod:`executor.service.app`) and the TCP service's
 (:mod:`executor.service.remote`) read the same body (:class:`DispatchRequest`,
 :class:`RemoteDispatchRequest`), refuse with the same exceptions and answer
 through :func:`answer_watching`: the work on a worker thread, cancelled when

@@ -39,6 +39,7 @@ from prometheus_client.registry import Collector
 from executor import __version__
 from executor.core.events import EVENTS
 from executor.core.report import classify
+from executor.dialects import DIALECTS
 
 HOOK_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Seconds: hooks run from tens of milliseconds (warm) to their timeout (60 s by default)."""
@@ -164,3 +165,18 @@ class ServiceMetrics:
     def exposition(self) -> tuple[bytes, str]:
         """The Prometheus text (format 0.0.4) and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def agent_label(agent: str | None) -> str:
+    """An agent name for the metrics: a known dialect, else ``unknown`` (labels stay bounded)."""
+    if agent is None:
+        return "recognised"
+    return agent if agent in DIALECTS else "unknown"
+
+
+def event_label(agent: str, event: str | None, payload: Mapping[str, Any]) -> str:
+    """The canonical event name for the metrics, ``unknown`` when it does not resolve."""
+    try:
+        return DIALECTS[agent].resolve_event(event, payload).name
+    except Exception:
+        return "unknown"

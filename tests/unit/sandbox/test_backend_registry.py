@@ -20,7 +20,7 @@ from executor.sandbox import registry
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.fake import FakeSandbox
 from executor.sandbox.host import HostSandbox
-from executor.service.daemon import pooled_sandbox_factory
+from executor.service.sandboxes import pooled_sandbox_factory
 from executor.settings import load_settings
 
 

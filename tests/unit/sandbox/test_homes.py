@@ -22,7 +22,7 @@ from executor.errors import ConfigError
 from executor.executor import HookExecutor
 from executor.sandbox import FakeSandbox, RunRequest, RunResult, homes
 from executor.service import client
-from executor.service.daemon import project_environ
+from executor.service.forwarding import project_environ
 from executor.settings import load_settings
 
 ROOT = "/work/project"

@@ -170,7 +170,7 @@ def test_client_constants_match_the_library() -> None:
 
 def test_host_hooks_get_the_callers_base_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from executor.sandbox.host import default_base_env
-    from executor.service.daemon import host_base_env
+    from executor.service.forwarding import host_base_env
 
     for env in ({"PATH": "/opt/bin", "LANG": "de_DE.UTF-8", "HOME": "/h"}, {"PATH": ""}, {}):
         for name in ("PATH", "LANG", "HOME"):

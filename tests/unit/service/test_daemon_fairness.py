@@ -24,7 +24,8 @@ import pytest
 from executor import __version__
 from executor.core.protocol import AgentAnswer
 from executor.service import client, daemon, dispatching
-from executor.service.daemon import MAX_IN_FLIGHT, MAX_PER_PROJECT, Busy, Daemon
+from executor.service.app import MAX_IN_FLIGHT
+from executor.service.daemon import MAX_PER_PROJECT, Busy, Daemon
 
 HANG = 30.0
 

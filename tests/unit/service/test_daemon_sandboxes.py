@@ -17,7 +17,8 @@ from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.docker import DockerSandbox
 from executor.sandbox.host import HostSandbox
 from executor.sandbox.pool import PooledDockerSandbox
-from executor.service.daemon import SANDBOX_SETTINGS, Daemon, pooled_sandbox_factory
+from executor.service.daemon import Daemon
+from executor.service.sandboxes import SANDBOX_SETTINGS, pooled_sandbox_factory
 from executor.settings import Settings, load_settings
 
 
@@ -156,7 +157,7 @@ def test_a_lent_shared_sandbox_has_the_trust_profile_of_the_one_it_lends(tmp_pat
     daemon = Daemon(tmp_path / "sock", sandbox_factory=lambda backend, settings: UnderGVisor(settings),
                     home=tmp_path / "home")
     try:
-        lent = daemon._factory_for({})("docker", load_settings())
+        lent = daemon.shared.factory_for({})("docker", load_settings())
         assert lent is not daemon.shared_sandbox("docker", load_settings()) and lent.runtime() == "runsc"
         docker = registry.backend("docker")
         assert docker.trust_profile(lent, SandboxOptions()) == docker.trust_profile(

@@ -37,7 +37,8 @@ from executor.service.auth import (
     parse_listen,
     read_token_file,
 )
-from executor.service.daemon import Daemon, DaemonError
+from executor.service.daemon import Daemon
+from executor.service.listener import DaemonError
 from executor.service.remote import RemoteOptions, build_remote_app
 from executor.settings import Settings, load_settings
 
