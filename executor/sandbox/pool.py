@@ -90,15 +90,12 @@ import math
 import os
 import queue
 import secrets
-import select
 import shutil
-import socket
-import ssl
 import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from executor.errors import SandboxError
@@ -113,8 +110,6 @@ from executor.sandbox.docker import (
     POOL_LABEL,
     CappedBuffer,
     DockerSandbox,
-    buffered,
-    close_attached,
     container_args,
     engine_url,
     host_config,
@@ -134,7 +129,8 @@ from executor.sandbox.poolbook import (
     Spare,
     creation_key,
 )
-from executor.sandbox.poolwire import WOULD_BLOCK, await_end, await_ready, job_runner_text, pump_job
+from executor.sandbox.poolspare import SpareHandle, alive, tree_file, write_overlays
+from executor.sandbox.poolwire import await_end, await_ready, job_runner_text, pump_job
 from executor.sandbox.warmjob import (
     BOOTSTRAP,
     READY_LINE,
@@ -187,35 +183,6 @@ class PoolStats:
     """Containers waiting for a job right now, all keys."""
     running: int = 0
     """Warm runs in flight right now."""
-
-
-@dataclass
-class _Handle:
-    """The engine side of a spare: its attach connection and overlay files."""
-
-    attached: Any = None
-    sock: socket.socket | None = None
-    folder: str | None = None
-    overlays: dict[str, int] = field(default_factory=dict)
-    """Container path -> open descriptor of its dedicated host file."""
-    environment: dict[str, str] = field(default_factory=dict)
-    """The environment the container was created with (a job sends only what differs)."""
-    protocol: int = 3
-    """The job protocol its program speaks: 3 the sh bootstrap, 4 the job runner (``warmjob.encode_job``)."""
-
-    def close(self) -> None:
-        """Close the connection and the files, remove the folder; safe to call twice."""
-        attached, self.attached, self.sock = self.attached, None, None
-        if attached is not None:
-            with contextlib.suppress(*BACKEND_ERRORS):
-                close_attached(attached)
-        for fd in self.overlays.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self.overlays = {}
-        if self.folder:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder = None
 
 
 @dataclass(frozen=True)
@@ -288,7 +255,7 @@ class PooledDockerSandbox(DockerSandbox):
         self._closed = False
         self._stats = PoolStats()
         self._owned: set[str] = set()
-        self._removals: queue.SimpleQueue[tuple[str, _Handle | None] | None] = queue.SimpleQueue()
+        self._removals: queue.SimpleQueue[tuple[str, SpareHandle | None] | None] = queue.SimpleQueue()
         self._refill_threads = max(1, refill_threads)
         self._refillers: list[threading.Thread] = []
         self._remover: threading.Thread | None = None
@@ -418,7 +385,7 @@ class PooledDockerSandbox(DockerSandbox):
                 if spare is not None:
                     self._flights[id(spare)] = now
                 self._cond.notify_all()  # a slot to refill, maybe spares to retire
-            if spare is None or _alive(spare.handle):
+            if spare is None or alive(spare.handle):
                 return spare
             with self._cond:
                 self._flights.pop(id(spare), None)
@@ -428,14 +395,14 @@ class PooledDockerSandbox(DockerSandbox):
         self, spare: Spare, request: RunRequest, create: Mapping[str, Any], *, writable: bool
     ) -> RunResult | None:
         """Run the job in ``spare``; None when the hook never ran (then run cold)."""
-        handle: _Handle = spare.handle
+        handle: SpareHandle = spare.handle
         client = self.client
         began = time.monotonic()
         step = "stream from"
         let_exit = False
         try:
             try:
-                _write_overlays(handle, request.overlays)
+                write_overlays(handle, request.overlays)
             except OSError as exc:
                 logger.warning("could not write overlay files for a pooled run: %s", exc)
                 return None
@@ -597,7 +564,7 @@ class PooledDockerSandbox(DockerSandbox):
         """Create, attach and start one pooled container of ``key`` (running the ``warm``
         warm-ups before it is ready); None on failure."""
         client = self.client
-        handle = _Handle()
+        handle = SpareHandle()
         container: str | None = None
         try:
             overlays: dict[str, str] = {}
@@ -607,7 +574,7 @@ class PooledDockerSandbox(DockerSandbox):
                 for i, target in enumerate(template.targets):
                     path = os.path.join(handle.folder, str(i))
                     if template.tree:  # laid out as the cold path's tree: an overlay, as for a cold run
-                        path = _tree_file(handle.folder, project, target)
+                        path = tree_file(handle.folder, project, target)
                     mode = 0o555 if target in template.executable else 0o444
                     handle.overlays[target] = os.open(
                         path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode
@@ -694,13 +661,13 @@ class PooledDockerSandbox(DockerSandbox):
         With ``let_exit``, the removal first gives the container up to
         ``EXIT_GRACE`` seconds to exit by itself (its attach stream ends).
         """
-        handle: _Handle | None = spare.handle
+        handle: SpareHandle | None = spare.handle
         if handle is not None and not let_exit:
             handle.close()
             handle = None
         self._schedule_removal(spare.container, handle)
 
-    def _schedule_removal(self, container: str, handle: _Handle | None = None) -> None:
+    def _schedule_removal(self, container: str, handle: SpareHandle | None = None) -> None:
         with self._cond:
             if self._remover is not None and self._remover.is_alive():
                 self._removals.put((container, handle))
@@ -810,22 +777,6 @@ def _overlaid(request: RunRequest) -> bool:
     return request.options.workspace == "ro" and staged_tree(request) is not None
 
 
-def _tree_file(folder: str, project: str, target: str) -> str:
-    """Where a spare keeps the file of ``target`` in its tree (``folder/tree/<path under project>``).
-
-    The folders on the way are made readable: the tree's are the workspace's in the container.
-    """
-    tree = os.path.join(folder, "tree")
-    path = os.path.join(tree, os.path.relpath(os.path.normpath(target), project))
-    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    parent = os.path.dirname(path)
-    while True:
-        os.chmod(parent, 0o755)
-        if parent == tree:
-            return path
-        parent = os.path.dirname(parent)
-
-
 def _template(
     request: RunRequest, targets: tuple[str, ...], labels: Mapping[str, str],
     executable: frozenset[str] = frozenset(),
@@ -861,53 +812,6 @@ def _mount_point(target: str, project: str) -> str:
     if real != real_project and os.path.commonpath([real, real_project]) == real_project:
         return os.path.join(project, os.path.relpath(real, real_project))
     return target
-
-
-def _alive(handle: _Handle) -> bool:
-    """An idle pooled container's attach socket: silent while it waits, readable once it ended."""
-    if handle.sock is None:
-        return False
-    try:
-        readable, _, _ = select.select([handle.sock], [], [], 0)
-        if not readable and not buffered(handle.sock):
-            return True
-        if not isinstance(handle.sock, ssl.SSLSocket):
-            return False
-        # Over TLS the socket also turns readable for records with no data in
-        # them (a session ticket): alive if reading finds none; any data or
-        # the end means it is not waiting any more.
-        handle.sock.setblocking(False)
-        handle.sock.recv(1)
-    except WOULD_BLOCK:
-        return True
-    except (OSError, ValueError):
-        return False
-    return False
-
-
-def _write_overlays(handle: _Handle, overlays: Mapping[str, str]) -> None:
-    """Write each staged file's bytes into the container's dedicated file, in place.
-
-    Raises:
-        OSError: a staged file cannot be read, or the container has no file
-            for that target (then the run goes cold).
-    """
-    for target, staged in overlays.items():
-        fd = handle.overlays.get(os.path.normpath(target))
-        if fd is None:
-            raise FileNotFoundError(f"no pooled overlay file for {target}")
-        with open(staged, "rb") as source:
-            data = source.read()
-        os.ftruncate(fd, 0)
-        view = memoryview(data)
-        offset = 0
-        while offset < len(view):
-            offset += os.pwrite(fd, view[offset:], offset)
-        # No fsync: the container reads the same inode through the page cache.
-        # The container is used once, so the file is written once: close it now,
-        # or executing it (`./hook.sh`) fails with ETXTBSY while we hold it open.
-        del handle.overlays[os.path.normpath(target)]
-        os.close(fd)
 
 
 __all__ = [
