@@ -84,7 +84,6 @@ After it, the run's outcome is reported as the cold path would: timeout
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
@@ -117,7 +116,6 @@ from executor.sandbox.docker import (
     raw_socket,
     remove_container_quietly,
     retry_transient,
-    staged_tree,
 )
 from executor.sandbox.docker.profile import relays_output
 from executor.sandbox.engines import strip_engine_noise
@@ -128,6 +126,13 @@ from executor.sandbox.poolbook import (
     PoolBook,
     Spare,
     creation_key,
+)
+from executor.sandbox.poolkeys import (
+    KeyTemplate,
+    executable_targets,
+    has_writable_bind,
+    key_template,
+    pool_key,
 )
 from executor.sandbox.poolspare import SpareHandle, alive, tree_file, write_overlays
 from executor.sandbox.poolwire import await_end, await_ready, job_runner_text, pump_job
@@ -185,17 +190,6 @@ class PoolStats:
     """Warm runs in flight right now."""
 
 
-@dataclass(frozen=True)
-class _Template:
-    """How to create a container of one key: a request with nothing per run in it."""
-
-    request: RunRequest
-    targets: tuple[str, ...]
-    mount_points: tuple[str, ...]
-    executable: frozenset[str] = frozenset()
-    tree: bool = False  # the overlays are an overlay file system (docker.staged_tree), not binds
-
-
 class PooledDockerSandbox(DockerSandbox):
     """The docker backend with a warm pool: same containers, one use each, started ahead.
 
@@ -248,7 +242,7 @@ class PooledDockerSandbox(DockerSandbox):
         self._staging_parent = staging_dir
         self._staging: str | None = None
         self._book = PoolBook(pool_size, pool_total, idle_timeout)
-        self._templates: dict[str, _Template] = {}
+        self._templates: dict[str, KeyTemplate] = {}
         self._warm: dict[str, frozenset[str]] = {}
         """Per key, the interpreters its hooks named (``warmjob.warmups``): run once in a spare before it is ready."""
         self._cond = threading.Condition()
@@ -363,13 +357,13 @@ class PooledDockerSandbox(DockerSandbox):
         self.client  # noqa: B018 -- first: where the engine sees hookcage's paths (path_map) is known
         create, host = container_args(self.profile, request, name="hookcage-key", now=time.time())
         targets = tuple(sorted(os.path.normpath(t) for t in request.overlays))
-        executable = _executable_targets(request.overlays)
-        key = _pool_key(create, host, targets, executable)
+        executable = executable_targets(request.overlays)
+        key = pool_key(create, host, targets, executable)
         with self._cond:
             if self._closed:
                 return None
             if key not in self._templates:
-                self._templates[key] = _template(request, targets, self.labels, executable)
+                self._templates[key] = key_template(request, targets, self.labels, executable)
             self._warm[key] = self._warm.get(key, frozenset()) | warmups(request.command)
             self._book.want(key, request.timeout, time.monotonic(), run=run)
             self._cond.notify_all()
@@ -559,7 +553,7 @@ class PooledDockerSandbox(DockerSandbox):
             while (hold := self._hold(time.monotonic())) > 0:
                 self._cond.wait(hold)
 
-    def _create_spare(self, key: str, template: _Template, timeout: float,
+    def _create_spare(self, key: str, template: KeyTemplate, timeout: float,
                       warm: frozenset[str] = frozenset()) -> Spare | None:
         """Create, attach and start one pooled container of ``key`` (running the ``warm``
         warm-ups before it is ready); None on failure."""
@@ -587,7 +581,7 @@ class PooledDockerSandbox(DockerSandbox):
                 wall = time.time()
                 name = f"hookcage-{secrets.token_hex(8)}"
                 args, host = container_args(self.profile, request, name=name, now=wall)
-                if _pool_key(args, host, template.targets, template.executable) != key:
+                if pool_key(args, host, template.targets, template.executable) != key:
                     # The host changed since the key was made (a transcript or
                     # a mount appeared, the project changed owner): a container
                     # made now would not be what runs of this key get cold.
@@ -745,73 +739,6 @@ class PooledDockerSandbox(DockerSandbox):
             thread.start()
         for thread in threads:
             thread.join(max(0.0, ends - time.monotonic()))
-
-
-def has_writable_bind(host: Mapping[str, Any]) -> bool:
-    """Whether a container with these host arguments can write anywhere outside itself."""
-    return any(
-        mount.get("Type") == "bind" and not mount.get("ReadOnly")
-        for mount in host.get("mounts") or []
-    )
-
-
-def _executable_targets(overlays: Mapping[str, str]) -> frozenset[str]:
-    """The overlay targets whose staged copy carries an execute bit (``./hook.sh`` runs)."""
-    executable = set()
-    for target, staged in overlays.items():
-        with contextlib.suppress(OSError):
-            if os.stat(staged).st_mode & 0o111:
-                executable.add(os.path.normpath(target))
-    return frozenset(executable)
-
-
-def _pool_key(
-    create: Mapping[str, Any], host: Mapping[str, Any], targets: Sequence[str], executable: frozenset[str]
-) -> str:
-    """:func:`creation_key` plus the overlay files' execute bits (fixed when a spare is made)."""
-    return creation_key(create, host, targets) + "|x=" + json.dumps(sorted(executable))
-
-
-def _overlaid(request: RunRequest) -> bool:
-    """Whether the cold path lays the request's staged files over the workspace as an overlay."""
-    return request.options.workspace == "ro" and staged_tree(request) is not None
-
-
-def _template(
-    request: RunRequest, targets: tuple[str, ...], labels: Mapping[str, str],
-    executable: frozenset[str] = frozenset(),
-) -> _Template:
-    """The creation template of ``request``'s key: nothing of the run itself is kept."""
-    project = os.path.normpath(request.project_dir)
-    if _overlaid(request):  # no bind per target to check: the overlay cannot be taken away
-        return _Template(
-            request=replace(request, command=":", stdin=b"", env={}, cwd=project, labels=dict(labels),
-                            overlays={}),
-            targets=targets, mount_points=(), executable=executable, tree=True,
-        )
-    return _Template(
-        request=replace(
-            request,
-            command=":",
-            stdin=b"",
-            env={},
-            cwd=project,
-            labels=dict(labels),
-            overlays={},
-        ),
-        targets=targets,
-        mount_points=tuple(_mount_point(t, project) for t in targets),
-        executable=executable,
-    )
-
-
-def _mount_point(target: str, project: str) -> str:
-    """Where the engine puts a bind over ``target`` (it resolves symlinks inside the project)."""
-    real_project = os.path.realpath(project)
-    real = os.path.realpath(target)
-    if real != real_project and os.path.commonpath([real, real_project]) == real_project:
-        return os.path.join(project, os.path.relpath(real, real_project))
-    return target
 
 
 __all__ = [
