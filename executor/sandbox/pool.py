@@ -79,6 +79,16 @@ Whatever fails before the acknowledgement (a dead container, a refused
 overlay) means the hook never ran, so the run falls back to the cold path.
 After it, the run's outcome is reported as the cold path would: timeout
 (kill by id), OOM kill, death without markers (inspected).
+
+Where the parts live: the run side (steps 3 and 5) here; the pool's state,
+its refill and removal threads and ``close`` (step 2) in
+:mod:`executor.sandbox.poolrefill`; the bytes over a spare's attach socket
+(``await_ready``, ``pump_job``) in :mod:`executor.sandbox.poolwire`; a
+spare's connection and overlay files in :mod:`executor.sandbox.poolspare`;
+a run's key and creation template (step 1) in
+:mod:`executor.sandbox.poolkeys`; the job protocol (step 4, pure) in
+:mod:`executor.sandbox.warmjob` and the bookkeeping (pure) in
+:mod:`executor.sandbox.poolbook`.
 """
 
 from __future__ import annotations
