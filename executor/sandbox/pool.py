@@ -79,74 +79,48 @@ Whatever fails before the acknowledgement (a dead container, a refused
 overlay) means the hook never ran, so the run falls back to the cold path.
 After it, the run's outcome is reported as the cold path would: timeout
 (kill by id), OOM kill, death without markers (inspected).
+
+Where the parts live: the run side (steps 3 and 5) here; the pool's state,
+its refill and removal threads and ``close`` (step 2) in
+:mod:`executor.sandbox.poolrefill`; the bytes over a spare's attach socket
+(``await_ready``, ``pump_job``) in :mod:`executor.sandbox.poolwire`; a
+spare's connection and overlay files in :mod:`executor.sandbox.poolspare`;
+a run's key and creation template (step 1) in
+:mod:`executor.sandbox.poolkeys`; the job protocol (step 4, pure) in
+:mod:`executor.sandbox.warmjob` and the bookkeeping (pure) in
+:mod:`executor.sandbox.poolbook`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import json
 import logging
-import math
 import os
-import queue
 import secrets
-import select
-import shutil
-import socket
-import ssl
-import tempfile
-import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
-from executor.errors import SandboxError
-from executor.sandbox import orphans
 from executor.sandbox.base import RunRequest, RunResult
 from executor.sandbox.docker import (
     BACKEND_ERRORS,
-    DEFAULT_API_TIMEOUT,
-    EXPIRES_LABEL,
-    EXPIRY_MARGIN,
-    FRAME_HEADER_SIZE,
-    MANAGED_LABEL,
     POOL_LABEL,
-    STDERR,
-    STDIN,
-    STDOUT,
     CappedBuffer,
     DockerSandbox,
-    FrameState,
-    buffered,
-    close_attached,
     container_args,
-    demux_frames,
     engine_url,
-    host_config,
     map_engine_error,
-    pump_frames,
-    raw_socket,
-    remove_container_quietly,
-    retry_transient,
-    staged_tree,
 )
-from executor.sandbox.docker.profile import relays_output
 from executor.sandbox.engines import strip_engine_noise
 from executor.sandbox.pathcheck import WORKSPACE_PROBE_LABEL
-from executor.sandbox.poolbook import (
-    TAKE_MARGIN,
-    Plan,
-    PoolBook,
-    Spare,
-    creation_key,
-)
+from executor.sandbox.poolbook import Plan, PoolBook, Spare, creation_key
+from executor.sandbox.poolkeys import executable_targets, has_writable_bind, key_template, pool_key
+from executor.sandbox.poolrefill import PoolStats, RefillingDockerSandbox
+from executor.sandbox.poolspare import SpareHandle, alive, write_overlays
+from executor.sandbox.poolwire import await_ready, pump_job
 from executor.sandbox.warmjob import (
     BOOTSTRAP,
     READY_LINE,
-    RUNNER_READY_LINE,
     EndScanner,
     JobReader,
     bootstrap_command,
@@ -160,124 +134,8 @@ from executor.sandbox.warmjob import (
 logger = logging.getLogger(__name__)
 
 NONCE_BYTES = 16
-EXIT_GRACE = 0.5
-"""Seconds a used pooled container gets to exit by itself before it is removed running."""
-REFILL_HOLD = 2.0
-"""Seconds at most that creating and removing pooled containers waits for the warm runs
-in flight to end (counted from the oldest one's start): starting or removing a
-container costs the engine (and, on a small machine, the CPU) what the running hooks
-need. A run never waits for the pool: with no spare ready it goes cold."""
-DRY_WINDOW = 1.0
-"""Seconds after a run found no spare ready during which the pool's engine work does not
-hold back: the pool is not keeping up, and each run it misses starts a container anyway."""
 
-_READ_CHUNK = 256 * 1024
-_WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
-_WRITE_CHUNK = 64 * 1024
-
-
-JobEnd = Literal["done", "eof", "deadline"]
 RunPath = Literal["warm", "cold", "fallback"]
-
-
-def pump_job(
-    sock: socket.socket,
-    data: bytes,
-    deadline: float,
-    reader: JobReader,
-    stdout: CappedBuffer,
-    stderr: CappedBuffer,
-    *,
-    until_eof: bool = False,
-    end_input: bool = True,
-) -> JobEnd:
-    """Send ``data`` (the job and the hook's stdin) then, with ``end_input``, half-close, reading the output.
-
-    Without ``end_input`` the write side stays open: a job that counts its
-    stdin (over TLS, where a half-close may not reach the engine) needs none.
-
-    Like the cold path's ``pump``, but the run is over as soon as ``reader``
-    has both end markers: no wait for the stream to end. With ``until_eof``
-    the markers count only once the stream has ended too (the container's
-    last process is gone): what a run with a writable mount needs, since a
-    hook that stole its nonce could otherwise write after its verdict.
-
-    Returns:
-        ``"done"`` (both markers), ``"eof"`` (the stream ended first) or
-        ``"deadline"``.
-
-    Raises:
-        FrameError: the stream is not in the multiplexed format.
-        OSError: the connection failed other than by the engine closing it.
-    """
-    buffers = {STDIN: stdout, STDOUT: stdout, STDERR: stderr}
-
-    def take(stream: int, piece: memoryview) -> bool:
-        if reader.done and not until_eof:
-            # Both markers are in: the bootstrap has killed every other process, so what follows in
-            # the same read is the engine's, not the hook's (Podman writes "Error: write unixpacket
-            # ...: connection reset by peer" on stderr when stdin the hook left unread cannot be copied).
-            return True
-        if stream in buffers:
-            buffers[stream].add(reader.feed(stream, piece))
-        else:  # the engine's own error stream: not the hook's
-            stderr.add(piece)
-        return reader.done and not until_eof
-
-    end = pump_frames(sock, data, deadline, take, end_input=end_input)
-    if end == "stopped":
-        return "done"
-    if end == "deadline":
-        return "deadline"
-    if end == "cut":  # the stream ended inside a frame: part of the output never came
-        stdout.cut()
-        stderr.cut()
-    done = reader.done
-    out, err = reader.finish()
-    stdout.add(out)
-    stderr.add(err)
-    return "done" if done and until_eof else "eof"
-
-
-@functools.cache
-def job_runner_text() -> str:
-    """The text of :mod:`executor.sandbox.jobrunner`, the program a pooled container runs under ``python3``."""
-    return Path(__file__).with_name("jobrunner.py").read_text(encoding="utf-8")
-
-
-def await_ready(sock: socket.socket, deadline: float) -> int:
-    """Read a fresh pooled container's stream until its ready line; its job protocol, 0 if anything else.
-
-    The bootstrap prints ``READY_LINE`` (its jobs are protocol 3), the job
-    runner ``RUNNER_READY_LINE`` (protocol 4), and nothing else until a job
-    comes, once it runs: the image has a shell and the container is up.
-    """
-    sock.setblocking(False)
-    state, seen = FrameState(), b""
-    lines = {READY_LINE: 3, RUNNER_READY_LINE: 4}
-    longest = max(len(line) for line in lines)
-    while seen not in lines:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return 0
-        if not buffered(sock):
-            readable, _, _ = select.select([sock], [], [], remaining)
-            if not readable:
-                continue
-        try:
-            chunk = sock.recv(longest + FRAME_HEADER_SIZE - len(seen))
-        except _WOULD_BLOCK:  # over TLS: a record not complete yet, or one with no data (a ticket)
-            continue
-        if not chunk:
-            return 0
-        state, pieces = demux_frames(state, chunk)
-        for stream, piece in pieces:
-            if stream != STDOUT:
-                return 0
-            seen += bytes(piece)
-        if not any(line.startswith(seen) for line in lines):
-            return 0
-    return lines[seen]
 
 
 # --------------------------------------------------------------------------
@@ -285,135 +143,17 @@ def await_ready(sock: socket.socket, deadline: float) -> int:
 # --------------------------------------------------------------------------
 
 
-@dataclass
-class PoolStats:
-    """What the pool did so far."""
-
-    warm: int = 0
-    """Runs served by a pooled container."""
-    cold: int = 0
-    """Runs that went the cold path (no spare ready, or the spare failed before the job)."""
-    fallbacks: int = 0
-    """Of the cold runs, those whose spare refused or was dead."""
-    created: int = 0
-    """Pooled containers created."""
-    creation_failures: int = 0
-    ready: int = 0
-    """Containers waiting for a job right now, all keys."""
-    running: int = 0
-    """Warm runs in flight right now."""
-
-
-@dataclass
-class _Handle:
-    """The engine side of a spare: its attach connection and overlay files."""
-
-    attached: Any = None
-    sock: socket.socket | None = None
-    folder: str | None = None
-    overlays: dict[str, int] = field(default_factory=dict)
-    """Container path -> open descriptor of its dedicated host file."""
-    environment: dict[str, str] = field(default_factory=dict)
-    """The environment the container was created with (a job sends only what differs)."""
-    protocol: int = 3
-    """The job protocol its program speaks: 3 the sh bootstrap, 4 the job runner (``warmjob.encode_job``)."""
-
-    def close(self) -> None:
-        """Close the connection and the files, remove the folder; safe to call twice."""
-        attached, self.attached, self.sock = self.attached, None, None
-        if attached is not None:
-            with contextlib.suppress(*BACKEND_ERRORS):
-                close_attached(attached)
-        for fd in self.overlays.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self.overlays = {}
-        if self.folder:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder = None
-
-
-@dataclass(frozen=True)
-class _Template:
-    """How to create a container of one key: a request with nothing per run in it."""
-
-    request: RunRequest
-    targets: tuple[str, ...]
-    mount_points: tuple[str, ...]
-    executable: frozenset[str] = frozenset()
-    tree: bool = False  # the overlays are an overlay file system (docker.staged_tree), not binds
-
-
-class PooledDockerSandbox(DockerSandbox):
+class PooledDockerSandbox(RefillingDockerSandbox):
     """The docker backend with a warm pool: same containers, one use each, started ahead.
 
     ``run`` uses a ready container of the request's creation key, else runs
     cold (never waiting) while the pool refills in the background. Use as a
     context manager or call ``close()``: it removes every pooled container.
+    Its constructor, its refill side and ``close`` are
+    :class:`executor.sandbox.poolrefill.RefillingDockerSandbox`'s.
     """
 
     name = "docker"
-
-    def __init__(
-        self,
-        *,
-        pool_size: int = 2,
-        pool_total: int = 8,
-        idle_timeout: float = 300.0,
-        labels: Mapping[str, str] | None = None,
-        staging_dir: str | None = None,
-        refill_threads: int = 2,
-        refill_hold: float = REFILL_HOLD,
-        job_runner: bool = True,
-        **options: Any,
-    ) -> None:
-        """Set up the pool; nothing is created until a run or ``prewarm`` asks for a key.
-
-        Args:
-            pool_size: ready containers kept per creation key.
-            pool_total: ready containers kept across keys.
-            idle_timeout: seconds after which a pooled container without a job
-                exits by itself, and a key not asked for is forgotten.
-            labels: labels put on every pooled container (a request's own
-                labels are per run and cannot be: they go on cold runs only).
-            staging_dir: where the pool's private folder of overlay files goes
-                (the system's temporary directory by default).
-            refill_threads: containers created at once when refilling.
-            refill_hold: seconds at most that the pool's own engine work
-                (creating, removing) waits while warm runs are in flight.
-            job_runner: where the image has ``python3``, a pooled container
-                runs :mod:`executor.sandbox.jobrunner` rather than the sh
-                bootstrap (same job, far fewer system calls: what gVisor
-                charges for); False: the bootstrap always.
-            **options: everything ``DockerSandbox`` takes.
-        """
-        super().__init__(**options)
-        if idle_timeout <= 2 * TAKE_MARGIN:
-            raise ValueError(f"idle_timeout must be over {2 * TAKE_MARGIN} seconds")
-        self.idle_timeout = idle_timeout
-        self.job_runner = job_runner
-        self.labels = dict(labels or {})
-        self._staging_parent = staging_dir
-        self._staging: str | None = None
-        self._book = PoolBook(pool_size, pool_total, idle_timeout)
-        self._templates: dict[str, _Template] = {}
-        self._warm: dict[str, frozenset[str]] = {}
-        """Per key, the interpreters its hooks named (``warmjob.warmups``): run once in a spare before it is ready."""
-        self._cond = threading.Condition()
-        self._closed = False
-        self._stats = PoolStats()
-        self._owned: set[str] = set()
-        self._removals: queue.SimpleQueue[tuple[str, _Handle | None] | None] = queue.SimpleQueue()
-        self._refill_threads = max(1, refill_threads)
-        self._refillers: list[threading.Thread] = []
-        self._remover: threading.Thread | None = None
-        self._pid = str(os.getpid())
-        self._ready_timeout = DEFAULT_API_TIMEOUT
-        self._flights: dict[int, float] = {}
-        """Warm runs in flight: a token -> when it took its spare (monotonic)."""
-        self._refill_hold = max(0.0, refill_hold)
-        self._dry_at = -math.inf
-        """When a run last found no spare of its key (monotonic)."""
 
     # -- the run side ------------------------------------------------------
 
@@ -511,13 +251,13 @@ class PooledDockerSandbox(DockerSandbox):
         self.client  # noqa: B018 -- first: where the engine sees hookcage's paths (path_map) is known
         create, host = container_args(self.profile, request, name="hookcage-key", now=time.time())
         targets = tuple(sorted(os.path.normpath(t) for t in request.overlays))
-        executable = _executable_targets(request.overlays)
-        key = _pool_key(create, host, targets, executable)
+        executable = executable_targets(request.overlays)
+        key = pool_key(create, host, targets, executable)
         with self._cond:
             if self._closed:
                 return None
             if key not in self._templates:
-                self._templates[key] = _template(request, targets, self.labels, executable)
+                self._templates[key] = key_template(request, targets, self.labels, executable)
             self._warm[key] = self._warm.get(key, frozenset()) | warmups(request.command)
             self._book.want(key, request.timeout, time.monotonic(), run=run)
             self._cond.notify_all()
@@ -533,7 +273,7 @@ class PooledDockerSandbox(DockerSandbox):
                 if spare is not None:
                     self._flights[id(spare)] = now
                 self._cond.notify_all()  # a slot to refill, maybe spares to retire
-            if spare is None or _alive(spare.handle):
+            if spare is None or alive(spare.handle):
                 return spare
             with self._cond:
                 self._flights.pop(id(spare), None)
@@ -543,14 +283,14 @@ class PooledDockerSandbox(DockerSandbox):
         self, spare: Spare, request: RunRequest, create: Mapping[str, Any], *, writable: bool
     ) -> RunResult | None:
         """Run the job in ``spare``; None when the hook never ran (then run cold)."""
-        handle: _Handle = spare.handle
+        handle: SpareHandle = spare.handle
         client = self.client
         began = time.monotonic()
         step = "stream from"
         let_exit = False
         try:
             try:
-                _write_overlays(handle, request.overlays)
+                write_overlays(handle, request.overlays)
             except OSError as exc:
                 logger.warning("could not write overlay files for a pooled run: %s", exc)
                 return None
@@ -632,415 +372,6 @@ class PooledDockerSandbox(DockerSandbox):
             stdout_truncated=stdout.truncated,
             stderr_truncated=stderr.truncated,
         )
-
-    # -- the refill side ---------------------------------------------------
-
-    def _start_threads(self) -> None:
-        with self._cond:
-            if self._closed or self._refillers:
-                return
-            self._refillers = [
-                threading.Thread(target=self._refill_loop, name="hookcage-pool-refill", daemon=True)
-                for _ in range(self._refill_threads)
-            ]
-            self._remover = threading.Thread(
-                target=self._remove_loop, name="hookcage-pool-remove", daemon=True
-            )
-            for thread in self._refillers:
-                thread.start()
-            self._remover.start()
-
-    def _refill_loop(self) -> None:
-        """One refill worker: plan (under the lock), then create or discard (outside it)."""
-        while True:
-            with self._cond:
-                if self._closed:
-                    return
-                now = time.monotonic()
-                if (hold := self._hold(now)) > 0:
-                    # Let the hooks in flight have the machine (a key that ran dry
-                    # sends its next runs cold meanwhile: they never wait for us).
-                    self._cond.wait(hold)
-                    continue
-                plan = self._book.plan(now)
-                if plan.create is None and not plan.discard:
-                    wake = self._book.next_change(now)
-                    self._cond.wait(min(max(wake - now, 0.05), 5.0))
-                    continue
-                for forgotten in [k for k in self._templates if not self._book.known(k)]:
-                    del self._templates[forgotten]
-                    self._warm.pop(forgotten, None)
-                template = self._templates.get(plan.create) if plan.create else None
-                warm = self._warm.get(plan.create, frozenset()) if plan.create else frozenset()
-                timeout = self._book.template_timeout(plan.create) if plan.create else 0.0
-            for old in plan.discard:
-                self._drop(old)
-            if plan.create is None:
-                continue
-            spare = self._create_spare(plan.create, template, timeout, warm) if template else None
-            with self._cond:
-                now = time.monotonic()
-                if spare is None:
-                    self._book.failed(plan.create, now)
-                    self._stats.creation_failures += 1
-                    continue
-                self._stats.created += 1
-                kept = not self._closed and self._book.add(spare, now)
-                self._cond.notify_all()
-            if not kept:
-                self._drop(spare)
-
-    def _hold(self, now: float) -> float:
-        """Seconds the pool's own engine work should still wait for the warm runs in flight (0: none).
-
-        Call with ``self._cond`` held.
-        """
-        if self._closed or not self._flights or now - self._dry_at < DRY_WINDOW:
-            # Runs going cold (the pool does not keep up, as under sustained load): refilling at
-            # once costs the hooks in flight less than more runs starting their own containers.
-            return 0.0
-        return max(0.0, min(self._flights.values()) + self._refill_hold - now)
-
-    def _await_quiet(self) -> None:
-        """Wait (bounded by ``refill_hold``) until no warm run is in flight."""
-        with self._cond:
-            while (hold := self._hold(time.monotonic())) > 0:
-                self._cond.wait(hold)
-
-    def _create_spare(self, key: str, template: _Template, timeout: float,
-                      warm: frozenset[str] = frozenset()) -> Spare | None:
-        """Create, attach and start one pooled container of ``key`` (running the ``warm``
-        warm-ups before it is ready); None on failure."""
-        client = self.client
-        handle = _Handle()
-        container: str | None = None
-        try:
-            overlays: dict[str, str] = {}
-            if template.targets:
-                handle.folder = tempfile.mkdtemp(prefix="c-", dir=self._staging_folder())
-                project = os.path.normpath(template.request.project_dir)
-                for i, target in enumerate(template.targets):
-                    path = os.path.join(handle.folder, str(i))
-                    if template.tree:  # laid out as the cold path's tree: an overlay, as for a cold run
-                        path = _tree_file(handle.folder, project, target)
-                    mode = 0o555 if target in template.executable else 0o444
-                    handle.overlays[target] = os.open(
-                        path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode
-                    )
-                    os.fchmod(handle.overlays[target], mode)  # not narrowed by the umask
-                    overlays[target] = path
-            request = replace(template.request, overlays=overlays)
-
-            def create() -> tuple[str, float]:
-                wall = time.time()
-                name = f"hookcage-{secrets.token_hex(8)}"
-                args, host = container_args(self.profile, request, name=name, now=wall)
-                if _pool_key(args, host, template.targets, template.executable) != key:
-                    # The host changed since the key was made (a transcript or
-                    # a mount appeared, the project changed owner): a container
-                    # made now would not be what runs of this key get cold.
-                    raise SandboxError("the creation key no longer matches the host")
-                expires = math.ceil(wall + self.idle_timeout + timeout) + EXPIRY_MARGIN
-                args["command"] = bootstrap_command(self.idle_timeout, template.mount_points,
-                                                    relay=relays_output(self.profile), warm=warm,
-                                                    runner=job_runner_text() if self.job_runner else None)
-                args["working_dir"] = "/"
-                args["labels"] = {
-                    **self.labels,
-                    MANAGED_LABEL: "true",
-                    POOL_LABEL: self._pid,
-                    EXPIRES_LABEL: str(expires),
-                    # Killed outright, this process leaves them (and the hook one may
-                    # be running): the next `hookcage serve` or `gc` removes them at once.
-                    orphans.OWNER_LABEL: orphans.owner_value(),
-                }
-                # The bootstrap waits in the container while the hook runs: one
-                # more process, so that the hook's own budget is the cold one.
-                # Over TLS it also feeds the hook's stdin with `head` (from a
-                # subshell that exits at once): as many as the cold path's
-                # counted stdin, already in the cold arguments.
-                if not self.profile.counted_stdin:
-                    host["pids_limit"] += 1
-                created = client.create_container(
-                    host_config=host_config(client, host), **args
-                )
-                handle.environment = dict(args.get("environment") or {})
-                return str(created["Id"]), float(expires)
-
-            container, expires = retry_transient(create, conflict=True)
-            with self._cond:
-                self._owned.add(container)
-            handle.attached = client.attach_socket(
-                container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-            )
-            handle.sock = raw_socket(handle.attached)
-            started = time.monotonic()
-            client.start(container)
-            handle.protocol = await_ready(handle.sock, started + self._ready_timeout)
-            if not handle.protocol:
-                raise SandboxError("the pooled container did not get ready")
-            return Spare(
-                container=container,
-                key=key,
-                ready=time.monotonic(),
-                idle_deadline=started + self.idle_timeout,
-                expires=expires,
-                handle=handle,
-            )
-        except Exception as exc:  # best-effort: runs go cold meanwhile
-            # Logged quietly: runs of this key go cold (and report the trouble)
-            # meanwhile, and the key backs off.
-            logger.debug("could not start a pooled container: %s", exc)
-            handle.close()
-            if container is not None:
-                self._schedule_removal(container)
-            return None
-
-    def _staging_folder(self) -> str:
-        with self._cond:
-            if self._staging is None:
-                parent = self._staging_parent or tempfile.gettempdir()
-                self._staging = tempfile.mkdtemp(prefix=f"hookcage-pool-{self._pid}-", dir=parent)
-            return self._staging
-
-    def _drop(self, spare: Spare, *, let_exit: bool = False) -> None:
-        """Remove ``spare``'s container in the background and release what the pool holds of it.
-
-        With ``let_exit``, the removal first gives the container up to
-        ``EXIT_GRACE`` seconds to exit by itself (its attach stream ends).
-        """
-        handle: _Handle | None = spare.handle
-        if handle is not None and not let_exit:
-            handle.close()
-            handle = None
-        self._schedule_removal(spare.container, handle)
-
-    def _schedule_removal(self, container: str, handle: _Handle | None = None) -> None:
-        with self._cond:
-            if self._remover is not None and self._remover.is_alive():
-                self._removals.put((container, handle))
-                return
-        if handle is not None:
-            handle.close()
-        self._remove_now(container)
-
-    def _remove_now(self, container: str) -> None:
-        try:
-            remove_container_quietly(self.client, container)
-        except BACKEND_ERRORS as exc:
-            # reap() removes it once its hookcage.expires label has passed.
-            logger.warning("could not remove pooled container %s: %s", container[:12], exc)
-        with self._cond:
-            self._owned.discard(container)
-
-    def _remove_loop(self) -> None:
-        while True:
-            item = self._removals.get()
-            if item is None:
-                return
-            container, handle = item
-            if handle is not None:
-                if handle.sock is not None:
-                    _await_end(handle.sock, time.monotonic() + EXIT_GRACE)
-                handle.close()
-            self._await_quiet()  # removing costs the engine what the hooks in flight need
-            self._remove_now(container)
-
-    def close(self, *, timeout: float = 30.0) -> None:
-        """Stop refilling and remove every pooled container.
-
-        Best-effort and bounded: what is still there after about ``timeout``
-        seconds (an engine that stopped answering) is left to ``reap``, as
-        its ``hookcage.expires`` label says. The spares go first, all at
-        once; containers of runs still in flight are removed as they end.
-        """
-        ends = time.monotonic() + timeout
-        with self._cond:
-            self._closed = True
-            spares = self._book.drain()
-            self._cond.notify_all()
-        for spare in spares:
-            if spare.handle is not None:
-                spare.handle.close()
-        self._remove_all([spare.container for spare in spares], ends)
-        for thread in self._refillers:
-            thread.join(max(0.0, ends - time.monotonic()))
-        if self._remover is not None:
-            self._removals.put(None)
-            self._remover.join(max(0.0, ends - time.monotonic()))
-        with contextlib.suppress(queue.Empty):
-            while True:  # what a stuck remover did not get to
-                item = self._removals.get_nowait()
-                if item is not None and item[1] is not None:
-                    item[1].close()
-        with self._cond:
-            left = list(self._owned)
-        self._remove_all(left, ends)
-        with self._cond:
-            if self._owned:
-                logger.warning("left %d pooled containers to reap()", len(self._owned))
-        if self._staging is not None:
-            shutil.rmtree(self._staging, ignore_errors=True)
-        super().close()
-
-    def _remove_all(self, containers: Sequence[str], ends: float) -> None:
-        """Remove ``containers`` side by side, waiting for them until ``ends`` at most."""
-        threads = [
-            threading.Thread(target=self._remove_now, args=(c,), name="hookcage-pool-close", daemon=True)
-            for c in containers
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(max(0.0, ends - time.monotonic()))
-
-
-def has_writable_bind(host: Mapping[str, Any]) -> bool:
-    """Whether a container with these host arguments can write anywhere outside itself."""
-    return any(
-        mount.get("Type") == "bind" and not mount.get("ReadOnly")
-        for mount in host.get("mounts") or []
-    )
-
-
-def _executable_targets(overlays: Mapping[str, str]) -> frozenset[str]:
-    """The overlay targets whose staged copy carries an execute bit (``./hook.sh`` runs)."""
-    executable = set()
-    for target, staged in overlays.items():
-        with contextlib.suppress(OSError):
-            if os.stat(staged).st_mode & 0o111:
-                executable.add(os.path.normpath(target))
-    return frozenset(executable)
-
-
-def _pool_key(
-    create: Mapping[str, Any], host: Mapping[str, Any], targets: Sequence[str], executable: frozenset[str]
-) -> str:
-    """:func:`creation_key` plus the overlay files' execute bits (fixed when a spare is made)."""
-    return creation_key(create, host, targets) + "|x=" + json.dumps(sorted(executable))
-
-
-def _overlaid(request: RunRequest) -> bool:
-    """Whether the cold path lays the request's staged files over the workspace as an overlay."""
-    return request.options.workspace == "ro" and staged_tree(request) is not None
-
-
-def _tree_file(folder: str, project: str, target: str) -> str:
-    """Where a spare keeps the file of ``target`` in its tree (``folder/tree/<path under project>``).
-
-    The folders on the way are made readable: the tree's are the workspace's in the container.
-    """
-    tree = os.path.join(folder, "tree")
-    path = os.path.join(tree, os.path.relpath(os.path.normpath(target), project))
-    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    parent = os.path.dirname(path)
-    while True:
-        os.chmod(parent, 0o755)
-        if parent == tree:
-            return path
-        parent = os.path.dirname(parent)
-
-
-def _template(
-    request: RunRequest, targets: tuple[str, ...], labels: Mapping[str, str],
-    executable: frozenset[str] = frozenset(),
-) -> _Template:
-    """The creation template of ``request``'s key: nothing of the run itself is kept."""
-    project = os.path.normpath(request.project_dir)
-    if _overlaid(request):  # no bind per target to check: the overlay cannot be taken away
-        return _Template(
-            request=replace(request, command=":", stdin=b"", env={}, cwd=project, labels=dict(labels),
-                            overlays={}),
-            targets=targets, mount_points=(), executable=executable, tree=True,
-        )
-    return _Template(
-        request=replace(
-            request,
-            command=":",
-            stdin=b"",
-            env={},
-            cwd=project,
-            labels=dict(labels),
-            overlays={},
-        ),
-        targets=targets,
-        mount_points=tuple(_mount_point(t, project) for t in targets),
-        executable=executable,
-    )
-
-
-def _mount_point(target: str, project: str) -> str:
-    """Where the engine puts a bind over ``target`` (it resolves symlinks inside the project)."""
-    real_project = os.path.realpath(project)
-    real = os.path.realpath(target)
-    if real != real_project and os.path.commonpath([real, real_project]) == real_project:
-        return os.path.join(project, os.path.relpath(real, real_project))
-    return target
-
-
-def _alive(handle: _Handle) -> bool:
-    """An idle pooled container's attach socket: silent while it waits, readable once it ended."""
-    if handle.sock is None:
-        return False
-    try:
-        readable, _, _ = select.select([handle.sock], [], [], 0)
-        if not readable and not buffered(handle.sock):
-            return True
-        if not isinstance(handle.sock, ssl.SSLSocket):
-            return False
-        # Over TLS the socket also turns readable for records with no data in
-        # them (a session ticket): alive if reading finds none; any data or
-        # the end means it is not waiting any more.
-        handle.sock.setblocking(False)
-        handle.sock.recv(1)
-    except _WOULD_BLOCK:
-        return True
-    except (OSError, ValueError):
-        return False
-    return False
-
-
-def _await_end(sock: socket.socket, deadline: float) -> None:
-    """Read and drop what is left of an attach stream until it ends or ``deadline``."""
-    try:
-        sock.setblocking(False)
-        while (remaining := deadline - time.monotonic()) > 0:
-            if not buffered(sock):
-                readable, _, _ = select.select([sock], [], [], remaining)
-                if not readable:
-                    continue
-            try:
-                if not sock.recv(_READ_CHUNK):
-                    return
-            except _WOULD_BLOCK:
-                continue
-    except (OSError, ValueError):
-        return  # closed or reset: over either way
-
-
-def _write_overlays(handle: _Handle, overlays: Mapping[str, str]) -> None:
-    """Write each staged file's bytes into the container's dedicated file, in place.
-
-    Raises:
-        OSError: a staged file cannot be read, or the container has no file
-            for that target (then the run goes cold).
-    """
-    for target, staged in overlays.items():
-        fd = handle.overlays.get(os.path.normpath(target))
-        if fd is None:
-            raise FileNotFoundError(f"no pooled overlay file for {target}")
-        with open(staged, "rb") as source:
-            data = source.read()
-        os.ftruncate(fd, 0)
-        view = memoryview(data)
-        offset = 0
-        while offset < len(view):
-            offset += os.pwrite(fd, view[offset:], offset)
-        # No fsync: the container reads the same inode through the page cache.
-        # The container is used once, so the file is written once: close it now,
-        # or executing it (`./hook.sh`) fails with ETXTBSY while we hold it open.
-        del handle.overlays[os.path.normpath(target)]
-        os.close(fd)
 
 
 __all__ = [

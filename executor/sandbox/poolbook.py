@@ -1,7 +1,7 @@
 """The warm pool's bookkeeping (pure): creation keys, and which spares to keep.
 
 Times are passed in; nothing here does I/O or reads a clock.
-``executor.sandbox.pool`` acts on what ``PoolBook.plan`` says.
+``executor.sandbox.poolrefill`` acts on what ``PoolBook.plan`` says.
 """
 
 from __future__ import annotations

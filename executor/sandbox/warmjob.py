@@ -2,7 +2,7 @@
 
 The container side is ``BOOTSTRAP``, a POSIX sh script; the host side
 encodes one job (``encode_job``) and reads the output back
-(``JobReader``). No I/O here: ``executor.sandbox.pool`` moves the bytes.
+(``JobReader``). No I/O here: ``executor.sandbox.poolwire`` moves the bytes.
 """
 
 from __future__ import annotations

@@ -331,7 +331,7 @@ def test_a_spare_that_dies_as_the_job_arrives_falls_back_cold(
     (spare,) = pool.spares()
     from executor.sandbox import pool as pool_module
 
-    monkeypatch.setattr(pool_module, "_alive", lambda handle: True)  # the check raced the death
+    monkeypatch.setattr(pool_module, "alive", lambda handle: True)  # the check raced the death
     docker_api.kill(spare)
     docker_api.wait(spare, timeout=10)
     result, path = pool.run_with_path(req)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.sandbox.pool import job_runner_text
+from executor.sandbox.poolwire import job_runner_text
 from executor.sandbox.warmjob import (
     BOOTSTRAP,
     READY_LINE,

@@ -37,7 +37,6 @@ from executor.sandbox.docker import (
 from executor.sandbox.pool import (
     BOOTSTRAP,
     READY_LINE,
-    TAKE_MARGIN,
     EndScanner,
     JobReader,
     PoolBook,
@@ -51,6 +50,7 @@ from executor.sandbox.pool import (
     mountinfo_escape,
     pump_job,
 )
+from executor.sandbox.poolbook import TAKE_MARGIN
 from executor.sandbox.warmjob import LAUNCH, RUNNER_READY_LINE, WARMUPS, job_environment, warmups
 
 NONCE = "0123456789abcdef0123456789abcdef"
