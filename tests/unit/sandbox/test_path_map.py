@@ -30,7 +30,7 @@ from executor.sandbox.docker import (
     run_mounts,
 )
 from executor.sandbox.docker.doctor import refuse_wrong_home_mapping
-from executor.sandbox.pathcheck import Seen, _carrying, compare
+from executor.sandbox.pathcheck import Seen, carrying_entries, compare
 from executor.sandbox.paths import (
     Candidates,
     container_ids_from_cgroup,
@@ -502,9 +502,9 @@ def test_the_probe_says_wrong_for_other_entries_and_right_when_a_listing_matches
 
 def test_serve_probes_the_entry_translating_its_home_and_those_inside_it_only() -> None:
     paths = pm({"/": "/", "/state": "/h/state", "/state/deps": "/h/deps", "/work": "/h/work", "/stat": "/h/stat"})
-    assert sorted(_carrying(paths, "/state")) == [("/state", "/h/state"), ("/state/deps", "/h/deps")]
-    assert _carrying(paths, "/state/homes/x") == [("/state", "/h/state")]
-    assert _carrying(paths, "/opt/home") == [("/", "/")]
+    assert sorted(carrying_entries(paths, "/state")) == [("/state", "/h/state"), ("/state/deps", "/h/deps")]
+    assert carrying_entries(paths, "/state/homes/x") == [("/state", "/h/state")]
+    assert carrying_entries(paths, "/opt/home") == [("/", "/")]
 
 
 def test_serve_asks_the_engine_nothing_without_a_map(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
