@@ -27,6 +27,8 @@ from executor.sandbox.depcache import (
     url_requirements,
 )
 
+pytestmark = pytest.mark.spawns
+
 TARGET = Target.from_probe({"python": "3.11", "platform": "linux-x86_64", "libc": "glibc 2.36"})
 
 
