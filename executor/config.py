@@ -197,7 +197,7 @@ def file_format(path: Path, dialect: Dialect | None) -> FileFormat:
     return "yaml" if path.suffix in (".yaml", ".yml") else "toml" if path.suffix == ".toml" else "json"
 
 
-def _read(path: Path, scope: Scope, agent: str, form: FileFormat = "json", *,
+def read_hook_bytes(path: Path, scope: Scope, agent: str, form: FileFormat = "json", *,
           follow: bool = True, source: str | None = None) -> tuple[bytes | None, HookFile | None]:
     """The file's bytes; or None and a broken file; or (None, None) when it does not exist.
 
@@ -288,7 +288,7 @@ def _load_hook_file(path: Path, scope: Scope, root: Path | None, dialect: Dialec
            tuple(sorted(environ.items())) if dialect is not None else ())
 
     def read() -> bytes:
-        raw, broken = _read(read_path, scope, agent, form, follow=follow, source=str(path))
+        raw, broken = read_hook_bytes(read_path, scope, agent, form, follow=follow, source=str(path))
         if raw is None:
             raise _NotRead(broken)
         return raw
@@ -371,7 +371,7 @@ def unread_files(dialect: Dialect, root: Path | None, environ: Mapping[str, str]
     """
     out = []
     for source, why in dialect.unread_sources(where(root, environ)):
-        raw, broken = _read(Path(source.path), source.scope, dialect.name, source.format)
+        raw, broken = read_hook_bytes(Path(source.path), source.scope, dialect.name, source.format)
         try:
             data = decode(raw, source.format) if raw is not None else None
         except ValueError:
@@ -407,7 +407,7 @@ def read_hook_files(settings: Settings, root: Path | None, agents: Sequence[Dial
     files: list[HookFile] = []
     seen: set[tuple[str, str]] = set()
 
-    def add(loaded: HookFile | None, path: Path, budget: _Budget) -> None:
+    def add(loaded: HookFile | None, path: Path, budget: RepositoryBudget) -> None:
         if loaded is None:
             return
         key = (loaded.agent, filecache.realpath(path))
@@ -418,7 +418,7 @@ def read_hook_files(settings: Settings, root: Path | None, agents: Sequence[Dial
     refused = own_dirs_file(settings, root)
     if refused is not None:
         files.append(refused)
-    budget = _Budget()
+    budget = RepositoryBudget()
     for scope, path in scope_files(settings, root):
         add(load_hook_file(path, scope, root), path, budget)
     for dialect in agents:
@@ -430,7 +430,7 @@ def read_hook_files(settings: Settings, root: Path | None, agents: Sequence[Dial
 
 
 @dataclass
-class _Budget:
+class RepositoryBudget:
     """Handlers of a repository's files counted so far (:data:`MAX_REPOSITORY_HANDLERS`)."""
 
     used: int = 0

@@ -164,8 +164,9 @@ _HANDLER_KEYS = {"type", "command", "timeout", "async", "once", "name", "enabled
 CAPABILITY_NAMES = ("approve", "rewrite_input", "rewrite_output", "env_file")
 # Keys other agents put in handlers that hookcage reads but does not act on.
 _IGNORED_KEYS = {"statusMessage", "shell", "description"}
-_SANDBOX_KEYS = {"image", "workspace", "network", "mounts", "memory", "cpus", "pids", "env",
-                 "backend", "home"}
+# What a hook's sandbox table may set (the docker backend's options, and the backend).
+SANDBOX_KEYS = {"image", "workspace", "network", "mounts", "memory", "cpus", "pids", "env",
+                "backend", "home"}
 HOME_MODES = ("tmp", "persistent")
 _FORBIDDEN_SANDBOX_KEYS = {
     "privileged", "cap_add", "capabilities", "caps", "devices", "device", "pid", "pid_mode",
@@ -460,8 +461,8 @@ def _parse_sandbox(
         return SandboxOptions(), ()
     for key in sorted(raw.keys() & _FORBIDDEN_SANDBOX_KEYS):
         err(key, "not allowed: hookcage never grants privileges, capabilities, devices, host namespaces or extra volumes")
-    for key in sorted(raw.keys() - _FORBIDDEN_SANDBOX_KEYS - _SANDBOX_KEYS):
-        err(key, f"unknown sandbox option; valid: {', '.join(sorted(_SANDBOX_KEYS))}")
+    for key in sorted(raw.keys() - _FORBIDDEN_SANDBOX_KEYS - SANDBOX_KEYS):
+        err(key, f"unknown sandbox option; valid: {', '.join(sorted(SANDBOX_KEYS))}")
     backend = raw.get("backend", "docker")
     if backend != "docker":
         err("backend", "must be \"docker\" or \"host\"")

@@ -366,7 +366,7 @@ def _slim_rootfs(rootfs: Path, context: Path, log: Log) -> None:
             target.write_text("")
 
 
-def _imported_id(answer: Any) -> str | None:
+def imported_id(answer: Any) -> str | None:
     """The image id an import's answer names (``{"status": "sha256:..."}``, Podman's), if any."""
     for text in str(answer).splitlines():
         with contextlib.suppress(ValueError):
@@ -443,7 +443,7 @@ def _import_rootfs(client: Any, rootfs: Path, log: Log, tag: str = BASE_IMAGE) -
             if isinstance(message, dict) and message.get("error"):
                 raise ImageBuildError(f"importing {tag} failed: {message['error']}")
     image_id = local_image_id(client, tag)
-    if image_id is None and (imported := _imported_id(answer)):
+    if image_id is None and (imported := imported_id(answer)):
         # Podman 4.3's compatible import ignores the repository it is given (the image comes out
         # untagged, its id in the answer): tag it by that id.
         with engine_errors(f"tagging {tag}"):

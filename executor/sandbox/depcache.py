@@ -408,7 +408,7 @@ class _Job:
             return f"{need.path}: {exc}"
         if proc.returncode != 0:
             return (f"{need.path}: {', '.join(need.dependencies)} could not be fetched as wheels for "
-                    f"Python {target.python} on {target.platforms[0]}: {_pip_error(proc.stderr)}")
+                    f"Python {target.python} on {target.platforms[0]}: {pip_error(proc.stderr)}")
         urls = url_requirements(wheels)
         if urls:
             return (f"{need.path}: refused: {urls[0]} (a wheel that depends on a URL, not on a package "
@@ -545,7 +545,8 @@ def url_requirements(wheels: Path) -> list[str]:
     return found
 
 
-def _pip_error(stderr: str) -> str:
+def pip_error(stderr: str) -> str:
+    """What pip said went wrong, on one line (its refusal to build a dependency named as such)."""
     if PIP_REFUSED in stderr:
         return ("a dependency is not a wheel from the index (pip would have built it, or checked it out, "
                 "on this machine, running its code): refused, nothing was run")

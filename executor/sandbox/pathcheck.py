@@ -214,7 +214,7 @@ def check_path_map(
     if under:
         carrying: set[tuple[str, str]] = set()
         for path in under:
-            carrying.update(_carrying(path_map, normal_path(os.path.realpath(path))))
+            carrying.update(carrying_entries(path_map, normal_path(os.path.realpath(path))))
         entries = [entry for entry in entries if entry in carrying]
     checks: dict[tuple[str, str], MappingCheck] = {}
     here: dict[tuple[str, str], Seen] = {}
@@ -255,7 +255,7 @@ def _check_all(sandbox: Any, here: dict[tuple[str, str], Seen],
     return {(s, e): _verdict(s, e, here[(s, e)], there) for (s, e), there in zip(todo, seen, strict=True)}
 
 
-def _carrying(path_map: PathMap, path: str) -> list[tuple[str, str]]:
+def carrying_entries(path_map: PathMap, path: str) -> list[tuple[str, str]]:
     """The entries that carry ``path`` (resolved): the one translating it, and those inside it.
 
     An entry's own path is compared as written and with its symlinks resolved.

@@ -13,6 +13,8 @@ import pytest
 
 from executor.core.events import get_event
 
+pytestmark = pytest.mark.spawns
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "compose-agent"
 
 

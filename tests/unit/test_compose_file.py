@@ -26,6 +26,8 @@ import yaml
 
 from executor.provision.service_image import AGENT_IMAGE, SERVICE_IMAGE
 
+pytestmark = pytest.mark.spawns
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"
 SCHEMA = ROOT / "tests" / "data" / "compose-spec.json"

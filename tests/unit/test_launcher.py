@@ -28,6 +28,8 @@ from executor.core.install import NotInstallable, dispatch_command, merge_flat, 
 from executor.dialects import DIALECTS, get_dialect
 from executor.dialects.base import Where
 
+pytestmark = pytest.mark.spawns
+
 REPO = Path(__file__).resolve().parents[2]
 ANSWER = {"exit_code": 0, "stdout": "{}\n", "stderr": "", "agent": "claude"}
 PAYLOAD = json.dumps({"session_id": "s", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name":

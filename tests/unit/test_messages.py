@@ -23,7 +23,10 @@ from executor.core.protocol import NOTE_CAP, PROBLEM_NOTES
 from executor.core.text import MESSAGE_CAP, needs_escape
 
 HOOKCAGE = shutil.which("hookcage")
-pytestmark = pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed (pip install -e .)")
+pytestmark = [
+    pytest.mark.spawns,
+    pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed (pip install -e .)"),
+]
 
 TOKEN = "ghp_" + "A1b2C3d4" * 5
 NAME = "\x1b[2J\x1b[Hall hooks trusted\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07"

@@ -12,6 +12,8 @@ from executor_env import Env, hooks
 
 from executor.runlog import FIELD_CAP, append_records, cap_record, rotate
 
+pytestmark = pytest.mark.spawns
+
 
 @pytest.fixture
 def env(tmp_path: Path) -> Env:

@@ -22,7 +22,10 @@ import pytest
 
 HOOKCAGE = shutil.which("hookcage")
 NOW = datetime(2025, 5, 1, tzinfo=UTC)
-pytestmark = pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed")
+pytestmark = [
+    pytest.mark.spawns,
+    pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed"),
+]
 
 WRITER = r"""
 import sys, time

@@ -217,7 +217,7 @@ def test_a_repositorys_files_together_hold_a_bounded_number_of_handlers(
 
 
 def test_a_user_file_is_not_counted_against_the_repository(tmp_path: Path) -> None:
-    budget = config._Budget(used=MAX_REPOSITORY_HANDLERS)
+    budget = config.RepositoryBudget(used=MAX_REPOSITORY_HANDLERS)
     user = config.HookFile("u", Scope.USER, hooks=())
     assert budget.take(user) is user
 
@@ -352,7 +352,7 @@ def test_any_size_is_read_or_refused_by_its_limit(tmp_path_factory: pytest.TempP
                                                   form: FileFormat) -> None:
     path = tmp_path_factory.mktemp("size") / "f"
     path.write_bytes(b"#" * size)
-    raw, broken = config._read(path, Scope.PROJECT, "", form)
+    raw, broken = config.read_hook_bytes(path, Scope.PROJECT, "", form)
     if size <= MAX_FILE_BYTES[form]:
         assert raw is not None and len(raw) == size and broken is None
     else:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from executor.core.envnames import PROJECT_DIR_VARS
-from executor.gates.allowlist.words import _BLANKS, _EXPANDING, _Word
+from executor.gates.allowlist.words import BLANKS, EXPANDING, Word
 
 """Variables that stand for the project root in commands and entries (same as :mod:`executor.config`)."""
 
@@ -22,7 +22,7 @@ class AllowList:
 
 
 @dataclass(frozen=True)
-class _Need:
+class Need:
     """Why a simple command may only be allowed by an entry that spells it out, and how much of it."""
 
     why: str
@@ -62,7 +62,9 @@ class _Entry:
 
 
 @dataclass(frozen=True)
-class _Rules:
+class Rules:
+    """An allow-list compiled for one project root: entries by command name, the wildcard-named ones, the deny entries."""
+
     root: str
     exact_texts: frozenset[str]
     by_name: Mapping[str, tuple[_Entry, ...]]
@@ -70,8 +72,9 @@ class _Rules:
     deny: tuple[_Entry, ...]
 
 
-def _expand_text(text: str, root: str) -> str:
-    return _PROJECT_VAR.sub(lambda _: root, text.strip(_BLANKS))
+def expand_text(text: str, root: str) -> str:
+    """An entry's text with the project-dir variables replaced by ``root``, blanks stripped."""
+    return _PROJECT_VAR.sub(lambda _: root, text.strip(BLANKS))
 
 
 def _split_entry(entry: str) -> list[list[tuple[str, bool]]] | None:
@@ -82,7 +85,7 @@ def _split_entry(entry: str) -> list[list[tuple[str, bool]]] | None:
     i, n = 0, len(entry)
     while i < n:
         char = entry[i]
-        if char in _BLANKS:
+        if char in BLANKS:
             if word is not None:
                 words.append(word)
                 word = None
@@ -128,7 +131,7 @@ def _entry_word(chars: list[tuple[str, bool]], root: str) -> _EntryWord:
         stop = match.start() if match is not None else len(text)
         for index in range(position, stop):
             char, quoted = chars[index]
-            if not quoted and (char in _EXPANDING or (char == "~" and index == 0)):
+            if not quoted and (char in EXPANDING or (char == "~" and index == 0)):
                 active.add(len(value))
             if not quoted and char == "*":
                 pieces.append("".join(current))
@@ -144,7 +147,8 @@ def _entry_word(chars: list[tuple[str, bool]], root: str) -> _EntryWord:
     return _EntryWord("".join(value), frozenset(active), tuple(pieces))
 
 
-def _compile_entry(entry: str, root: str, *, deny: bool = False) -> _Entry | None:
+def compile_entry(entry: str, root: str, *, deny: bool = False) -> _Entry | None:
+    """One allow (or ``deny``) entry compiled, or ``None`` when it allows nothing."""
     split = _split_entry(entry)
     if split is None:
         if not deny:
@@ -156,25 +160,26 @@ def _compile_entry(entry: str, root: str, *, deny: bool = False) -> _Entry | Non
     rest = words[-1].value == "*" and words[-1].wild
     if rest:
         words = words[:-1]
-    return _Entry(entry.strip(_BLANKS), tuple(words), rest)
+    return _Entry(entry.strip(BLANKS), tuple(words), rest)
 
 
 @lru_cache(maxsize=64)
-def _compile(allowlist: AllowList, root: str) -> _Rules:
+def compile_rules(allowlist: AllowList, root: str) -> Rules:
+    """The allow-list compiled for ``root`` (cached: the same lists and root compile once)."""
     by_name: dict[str, list[_Entry]] = {}
     glob_named: list[_Entry] = []
     exact_texts: set[str] = set()
     for text in allowlist.allow:
-        entry = _compile_entry(text, root)
+        entry = compile_entry(text, root)
         if entry is None:
             continue
-        exact_texts.add(_expand_text(text, root))
+        exact_texts.add(expand_text(text, root))
         if entry.words and not entry.words[0].wild:
             by_name.setdefault(entry.words[0].value, []).append(entry)
         else:
             glob_named.append(entry)
-    deny = tuple(e for e in (_compile_entry(t, root, deny=True) for t in allowlist.deny) if e is not None)
-    return _Rules(
+    deny = tuple(e for e in (compile_entry(t, root, deny=True) for t in allowlist.deny) if e is not None)
+    return Rules(
         root=root,
         exact_texts=frozenset(exact_texts),
         by_name={name: tuple(entries) for name, entries in by_name.items()},
@@ -220,12 +225,12 @@ def _star_match(pieces: Sequence[str], text: str) -> bool:
     return True
 
 
-def _names(pattern: _EntryWord, word: _Word) -> bool:
+def _names(pattern: _EntryWord, word: Word) -> bool:
     """Does the entry spell out this word exactly: same characters, the same ones left for the shell to expand?"""
     return pattern.value == word.value and pattern.active == word.active
 
 
-def _matches(entry: _Entry, values: Sequence[str], open_ended: bool = False) -> bool:
+def entry_matches(entry: _Entry, values: Sequence[str], open_ended: bool = False) -> bool:
     """Does ``entry`` match these literal words? ``open_ended``: more, unknown words may follow."""
     n = len(entry.words)
     if open_ended:
@@ -237,7 +242,7 @@ def _matches(entry: _Entry, values: Sequence[str], open_ended: bool = False) -> 
     return all(_word_matches(p, v) for p, v in zip(entry.words, values, strict=False))
 
 
-def _allows(entry: _Entry, words: Sequence[_Word], need: _Need | None) -> bool:
+def _allows(entry: _Entry, words: Sequence[Word], need: Need | None) -> bool:
     """Does ``entry`` allow this simple command?
 
     A word the shell would expand (a glob, a leading ``~``) is allowed only by
@@ -259,7 +264,7 @@ def _allows(entry: _Entry, words: Sequence[_Word], need: _Need | None) -> bool:
     return n >= need.prefix and all(_names(p, w) for p, w in zip(entry.words[: need.prefix], words, strict=False))
 
 
-def _allowing(rules: _Rules, words: Sequence[_Word], need: _Need | None) -> _Entry | None:
+def allowing_entry(rules: Rules, words: Sequence[Word], need: Need | None) -> _Entry | None:
     """The first entry that allows this simple command, or ``None``."""
     for entry in (*rules.by_name.get(words[0].value, ()), *rules.glob_named):
         if _allows(entry, words, need):

@@ -9,26 +9,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from executor import filecache
-from executor.gates.allowlist.entries import AllowList, _compile, _expand_text, _Rules
+from executor.gates.allowlist.entries import AllowList, Rules, compile_rules, expand_text
 from executor.gates.allowlist.walk import (
     MAX_COMMAND_BYTES,
     MAX_NODES,
-    _denied_by,
-    _parse,
-    _reads_as_written,
-    _scan,
-    _Walk,
+    Walk,
+    denied_by,
+    parse_bash,
+    reads_as_written,
+    scan_tree,
 )
 from executor.gates.allowlist.words import (
-    _BLANKS,
-    _WORDISH,
-    _Env,
-    _evaluate,
-    _not_allowed,
-    _NotLiteral,
-    _one_line,
-    _show,
-    _Word,
+    BLANKS,
+    WORDISH,
+    Env,
+    NotLiteral,
+    Word,
+    evaluate,
+    excerpt,
+    not_allowed,
+    one_line,
 )
 
 
@@ -75,11 +75,11 @@ _WORDS = filecache.memo(512)
 
 
 def _check_now(command: str, allowlist: AllowList, project_root: str) -> AllowCheck:
-    verdict = _judge(command, _compile(allowlist, project_root))
+    verdict = _judge(command, compile_rules(allowlist, project_root))
     if verdict.allowed:
         return AllowCheck(allowed=True, notes=verdict.notes)
     suggestion = _suggest(verdict.candidates, command, allowlist, project_root)
-    return AllowCheck(False, _one_line(verdict.reason, 240), suggestion)
+    return AllowCheck(False, one_line(verdict.reason, 240), suggestion)
 
 
 def literal_words(command: str, project_root: str) -> list[str]:
@@ -100,9 +100,9 @@ def _literal_words_now(command: str, project_root: str) -> list[str]:
         return []
     if len(src) > MAX_COMMAND_BYTES:
         return []
-    env = _Env(src, project_root, strict=False)
+    env = Env(src, project_root, strict=False)
     words: list[str] = []
-    stack = [_parse(src).root_node]
+    stack = [parse_bash(src).root_node]
     count = 0
     while stack:
         node = stack.pop()
@@ -112,15 +112,15 @@ def _literal_words_now(command: str, project_root: str) -> list[str]:
         children = node.children
         if node.is_missing:
             continue
-        if node.type in _WORDISH:
+        if node.type in WORDISH:
             try:
-                words.append(_evaluate(node, env).value)
+                words.append(evaluate(node, env).value)
                 continue
-            except _NotLiteral:
+            except NotLiteral:
                 if node.type in ("concatenation", "string"):
                     # the literal parts of `$HOME/x` are not words; what is
                     # nested in the others (`$(cat y)`, `${x:-default}`) may be
-                    children = [c for c in children if c.type not in _WORDISH and c.type != "string_content"]
+                    children = [c for c in children if c.type not in WORDISH and c.type != "string_content"]
         elif node.type in ("comment", "heredoc_start", "heredoc_end", "variable_name"):
             continue
         stack.extend(reversed(children))
@@ -154,10 +154,10 @@ def _odd_character(text: str) -> str | None:
     return None
 
 
-def _judge(command: str, rules: _Rules) -> _Verdict:
+def _judge(command: str, rules: Rules) -> _Verdict:
     # bash gets the command as it is: check every character, strip only what bash skips
     odd = _odd_character(command)
-    text = command.strip(_BLANKS)
+    text = command.strip(BLANKS)
     if not text:
         return _Verdict(False, "the command is empty")
     if odd is not None:
@@ -165,32 +165,32 @@ def _judge(command: str, rules: _Rules) -> _Verdict:
     src = text.encode("utf-8")
     if len(src) > MAX_COMMAND_BYTES:
         return _Verdict(False, f"the command is longer than {MAX_COMMAND_BYTES} bytes, the most the allow-list checks")
-    env = _Env(src, rules.root, strict=True)
-    tree = _parse(src)
+    env = Env(src, rules.root, strict=True)
+    tree = parse_bash(src)
     root = tree.root_node
-    scan = _scan(root, src)
+    scan = scan_tree(root, src)
     if scan.too_big is not None:
         return _Verdict(False, scan.too_big)
     whole = (text,)
 
-    if _expand_text(text, rules.root) in rules.exact_texts and _reads_as_written(root, scan, env):
+    if expand_text(text, rules.root) in rules.exact_texts and reads_as_written(root, scan, env):
         if rules.deny and (root.has_error or not scan.reliable):
             return _Verdict(False, "the command cannot be parsed reliably, so the deny entries cannot be checked")
-        denied = _denied_by(rules, scan, env)
+        denied = denied_by(rules, scan, env)
         return _Verdict(False, denied) if denied else _Verdict(True)
     if root.has_error:
         return _Verdict(False, "the command cannot be parsed")
     if scan.misread is not None:
-        return _Verdict(False, f"the command cannot be parsed reliably near `{_show(scan.misread)}`")
+        return _Verdict(False, f"the command cannot be parsed reliably near `{excerpt(scan.misread)}`")
     if not scan.gaps_ok:
         return _Verdict(False, "a backslash between words (line continuation or `\\ `) is not allowed", whole)
-    denied = _denied_by(rules, scan, env)
+    denied = denied_by(rules, scan, env)
     if denied:
         return _Verdict(False, denied)
     if scan.substitution is not None:
-        return _Verdict(False, _not_allowed(scan.substitution, env), whole)
+        return _Verdict(False, not_allowed(scan.substitution, env), whole)
 
-    walk = _Walk(env, rules)
+    walk = Walk(env, rules)
     walk.run(root)
     if not walk.problems:
         return _Verdict(True, notes=tuple(dict.fromkeys(walk.notes)))
@@ -201,7 +201,7 @@ def _judge(command: str, rules: _Rules) -> _Verdict:
     return _Verdict(False, walk.problems[0], candidates)
 
 
-def _entry_text(words: Sequence[_Word]) -> str:
+def _entry_text(words: Sequence[Word]) -> str:
     """The entry that allows exactly these words: literal characters quoted, what the shell expands left
     unquoted, ``$CLAUDE_PROJECT_DIR`` kept readable. :func:`_split_entry` reads it back word for word."""
     return " ".join(w.display for w in words)
@@ -211,6 +211,6 @@ def _suggest(candidates: Sequence[str], command: str, allowlist: AllowList, root
     """The first candidate entry that really allows ``command``, as a ``hookcage allow`` line."""
     for entry in candidates:
         widened = AllowList(allow=(*allowlist.allow, entry), deny=allowlist.deny)
-        if _judge(command, _compile(widened, root)).allowed:
+        if _judge(command, compile_rules(widened, root)).allowed:
             return f"hookcage allow {shlex.quote(entry)}"
     return None

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from executor.gates.allowlist import programs
-from executor.gates.allowlist.entries import _compile_entry, _Need
-from executor.gates.allowlist.words import _show, _Word
+from executor.gates.allowlist.entries import Need, compile_entry
+from executor.gates.allowlist.words import Word, excerpt
 
 # Builtins that change the shell for the commands after them: aliases, options,
 # functions, and variables (`read PATH` repoints every later command).
-_SHELL_BUILTINS = frozenset({
+SHELL_BUILTINS = frozenset({
     "export", "declare", "local", "readonly", "typeset", "alias", "unalias", "shopt", "set",
     "source", ".", "trap", "unset", "enable", "hash", "let", "read", "mapfile", "readarray",
     "getopts", "fc",
@@ -63,22 +63,22 @@ def _option_hits(word: str, option: str) -> bool:
     return word == option or word.startswith(option + "=")
 
 
-def _options_hit(base: str, words: Sequence[_Word], options: Sequence[str]) -> _Need | None:
+def _options_hit(base: str, words: Sequence[Word], options: Sequence[str]) -> Need | None:
     for word in words:
         for option in options:
             if _option_hits(word.value, option):
-                return _Need(f"the option `{_show(word.value)}` of `{base}` can run other programs")
+                return Need(f"the option `{excerpt(word.value)}` of `{base}` can run other programs")
     return None
 
 
-def _need(words: Sequence[_Word]) -> _Need | None:
+def need_of(words: Sequence[Word]) -> Need | None:
     """Why these words may only be allowed by an entry that spells them out, or ``None``."""
     base = words[0].value.rsplit("/", 1)[-1]
     kind = programs.kind(base)
-    if base in _SHELL_BUILTINS:
-        return _Need(f"`{base}` changes the shell itself")
+    if base in SHELL_BUILTINS:
+        return Need(f"`{base}` changes the shell itself")
     if kind == "wrapper":
-        return _Need(f"`{base}` runs the command in its arguments")
+        return Need(f"`{base}` runs the command in its arguments")
     if kind == "interpreter":
         return _interpreter_need(base, words)
     special = _SPECIAL.get(base)
@@ -89,23 +89,23 @@ def _need(words: Sequence[_Word]) -> _Need | None:
     return _options_hit(base, words[1:], _RUNNING_OPTIONS.get(base, ()))
 
 
-def _interpreter_need(base: str, words: Sequence[_Word]) -> _Need | None:
+def _interpreter_need(base: str, words: Sequence[Word]) -> Need | None:
     """``python3 x.py`` runs a file (trust hashes it); ``python3 -m mod`` the module the entry names; anything else, code."""
     if len(words) < 2:
-        return _Need(f"`{base}` without a script file runs code from its input")
+        return Need(f"`{base}` without a script file runs code from its input")
     first = words[1]
     if base.startswith(("python", "pypy")) and first.value == "-m":
         if len(words) < 3 or words[2].value.startswith("-") or words[2].active:
-            return _Need(f"`{base} -m` without a module name runs code that cannot be checked")
-        return _Need(f"`{base} -m {_show(words[2].value)}` runs that module: the entry must name it", prefix=3)
+            return Need(f"`{base} -m` without a module name runs code that cannot be checked")
+        return Need(f"`{base} -m {excerpt(words[2].value)}` runs that module: the entry must name it", prefix=3)
     if first.value.startswith("-"):
-        return _Need(f"`{base} {_show(first.value)}` runs code that cannot be checked")
+        return Need(f"`{base} {excerpt(first.value)}` runs code that cannot be checked")
     if first.active:
-        return _Need(f"`{base}` runs the script `{_show(first.value)}` names: the entry must spell it out", prefix=2)
+        return Need(f"`{base}` runs the script `{excerpt(first.value)}` names: the entry must spell it out", prefix=2)
     return None
 
 
-def _first_operand(words: Sequence[_Word], start: int = 1) -> int:
+def _first_operand(words: Sequence[Word], start: int = 1) -> int:
     """Index of the first word at or after ``start`` that is not an option (``len(words)`` if none)."""
     i = start
     while i < len(words) and words[i].value.startswith("-") and words[i].value != "-":
@@ -151,24 +151,24 @@ _GIT_RUNNING: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def _git_need(base: str, words: Sequence[_Word]) -> _Need | None:
+def _git_need(base: str, words: Sequence[Word]) -> Need | None:
     i = 1
     while i < len(words) and words[i].value.startswith("-"):
         if words[i].value not in _GIT_GLOBAL_OK:
-            return _Need(f"the option `{_show(words[i].value)}` of `git` can run other programs or read other config")
+            return Need(f"the option `{excerpt(words[i].value)}` of `git` can run other programs or read other config")
         i += 1
     if i >= len(words):
         return None
     sub = words[i]
     if sub.active or sub.value not in _GIT_COMMANDS:
-        return _Need(f"`git {_show(sub.value)}` is not a plain git command: it can be an alias or a git-* program, "
+        return Need(f"`git {excerpt(sub.value)}` is not a plain git command: it can be an alias or a git-* program, "
                      "or it runs other programs")
     return _options_hit(f"git {sub.value}", words[i + 1 :], _GIT_RUNNING.get(sub.value, ()))
 
 
-def _sed_need(base: str, words: Sequence[_Word]) -> _Need | None:
+def _sed_need(base: str, words: Sequence[Word]) -> Need | None:
     """A sed script runs commands only with the letter ``e`` (the ``e`` command, the ``s///e`` flag)."""
-    scripts: list[_Word] = []
+    scripts: list[Word] = []
     operand_seen = False
     i = 1
     while i < len(words):
@@ -180,14 +180,14 @@ def _sed_need(base: str, words: Sequence[_Word]) -> _Need | None:
             name, eq, arg = value.partition("=")
             if name in ("--expression",):
                 if eq:
-                    scripts.append(_Word(arg, (), frozenset(word.active)))
+                    scripts.append(Word(arg, (), frozenset(word.active)))
                 elif i < len(words):
                     scripts.append(words[i])
                     i += 1
             elif name == "--line-length" and not eq:
                 i += 1
             elif name not in _SED_LONG_OK:
-                return _Need(f"the option `{_show(value)}` of `sed` can run or read other scripts")
+                return Need(f"the option `{excerpt(value)}` of `sed` can run or read other scripts")
             continue
         if value.startswith("-") and value != "-":
             for j, letter in enumerate(value[1:], 1):
@@ -198,7 +198,7 @@ def _sed_need(base: str, words: Sequence[_Word]) -> _Need | None:
                 if letter in "el":
                     tail = value[j + 1 :]
                     if tail:
-                        given = _Word(tail, (), frozenset())
+                        given = Word(tail, (), frozenset())
                     elif i < len(words):
                         given = words[i]
                         i += 1
@@ -207,14 +207,14 @@ def _sed_need(base: str, words: Sequence[_Word]) -> _Need | None:
                     if letter == "e":
                         scripts.append(given)
                     break
-                return _Need(f"the option `{_show(value)}` of `sed` can run or read other scripts")
+                return Need(f"the option `{excerpt(value)}` of `sed` can run or read other scripts")
             continue
         if not operand_seen and not scripts:
             scripts.append(word)  # the script, unless a later -e makes it a file (checked either way)
         operand_seen = True
     for script in scripts:
         if script.active or "e" in script.value:
-            return _Need(f"the sed script `{_show(script.value)}` may run commands (`e`)")
+            return Need(f"the sed script `{excerpt(script.value)}` may run commands (`e`)")
     return None
 
 
@@ -224,7 +224,7 @@ _SED_LONG_OK = frozenset({
 })  # fmt: skip
 
 
-def _awk_need(base: str, words: Sequence[_Word]) -> _Need | None:
+def _awk_need(base: str, words: Sequence[Word]) -> Need | None:
     """An awk program runs commands only through ``system``, ``|`` or gawk's ``@`` (``@load``, indirect calls)."""
     i = 1
     while i < len(words):
@@ -239,32 +239,32 @@ def _awk_need(base: str, words: Sequence[_Word]) -> _Need | None:
         elif value.startswith(("-F", "-v")) and len(value) > 2:
             i += 1
         else:
-            return _Need(f"the option `{_show(value)}` of `{base}` can run or load other programs")
+            return Need(f"the option `{excerpt(value)}` of `{base}` can run or load other programs")
     if i >= len(words):
-        return _Need(f"`{base}` without a program reads it from a file")
+        return Need(f"`{base}` without a program reads it from a file")
     program = words[i]
     if program.active or any(s in program.value for s in ("system", "|", "@", "\\\n", "\\\r")):
-        return _Need(f"the {base} program `{_show(program.value)}` may run commands (system(), pipes, @)")
+        return Need(f"the {base} program `{excerpt(program.value)}` may run commands (system(), pipes, @)")
     return None
 
 
-def _tar_need(base: str, words: Sequence[_Word]) -> _Need | None:
+def _tar_need(base: str, words: Sequence[Word]) -> Need | None:
     if len(words) > 1 and not words[1].value.startswith("-") and any(c in words[1].value for c in "IF"):
-        return _Need(f"the option `{_show(words[1].value)}` of `tar` can run other programs")
+        return Need(f"the option `{excerpt(words[1].value)}` of `tar` can run other programs")
     for word in words[1:]:
         if ":" in word.value:
-            return _Need(f"`{_show(word.value)}` names a remote archive, which `tar` reaches by running rsh")
+            return Need(f"`{excerpt(word.value)}` names a remote archive, which `tar` reaches by running rsh")
     return None
 
 
-def _package_runner_need(base: str, words: Sequence[_Word], start: int = 1) -> _Need | None:
+def _package_runner_need(base: str, words: Sequence[Word], start: int = 1) -> Need | None:
     """``npx PKG ...``: the package (a program) must be named by the entry, and what it is given is checked too."""
     if start >= len(words) or words[start].value.startswith("-") or words[start].active:
-        return _Need(f"`{base}` runs a package's program: the entry must spell out which")
-    inner = _need(words[start:])
+        return Need(f"`{base}` runs a package's program: the entry must spell out which")
+    inner = need_of(words[start:])
     if inner is not None:
-        return _Need(inner.why, None if inner.prefix is None else start + inner.prefix)
-    return _Need(f"`{base} {_show(words[start].value)}` runs that program: the entry must name it", prefix=start + 1)
+        return Need(inner.why, None if inner.prefix is None else start + inner.prefix)
+    return Need(f"`{base} {excerpt(words[start].value)}` runs that program: the entry must name it", prefix=start + 1)
 
 
 _NPM_OK = frozenset({
@@ -273,10 +273,10 @@ _NPM_OK = frozenset({
 })  # fmt: skip
 
 
-def _npm_need(base: str, words: Sequence[_Word]) -> _Need | None:
+def _npm_need(base: str, words: Sequence[Word]) -> Need | None:
     i = 1
     if i < len(words) and words[i].value.startswith("-"):
-        return _Need(f"the option `{_show(words[i].value)}` before npm's command can change what it runs")
+        return Need(f"the option `{excerpt(words[i].value)}` before npm's command can change what it runs")
     if i >= len(words):
         return None
     sub = words[i].value
@@ -284,22 +284,22 @@ def _npm_need(base: str, words: Sequence[_Word]) -> _Need | None:
     for word in words[i + 1 : end]:
         name = word.value.partition("=")[0]
         if name.startswith("-") and name not in _NPM_OK:
-            return _Need(f"the option `{_show(word.value)}` of `npm` can change what it runs")
+            return Need(f"the option `{excerpt(word.value)}` of `npm` can change what it runs")
     if words[i].active or sub in ("exec", "x", "explore", "edit", "config", "c", "set", "help", "dlx", "init", "create"):
-        return _Need(f"`{base} {_show(sub)}` runs a program given to it")
+        return Need(f"`{base} {excerpt(sub)}` runs a program given to it")
     if sub in ("run", "run-script", "rum", "urn"):
         if i + 1 >= len(words) or words[i + 1].value.startswith("-") or words[i + 1].active:
-            return _Need(f"`{base} {sub}` runs a package.json script: the entry must name it")
-        return _Need(f"`{base} {sub} {_show(words[i + 1].value)}` runs that script: the entry must name it", prefix=i + 2)
+            return Need(f"`{base} {sub}` runs a package.json script: the entry must name it")
+        return Need(f"`{base} {sub} {excerpt(words[i + 1].value)}` runs that script: the entry must name it", prefix=i + 2)
     return None
 
 
-def _uv_need(base: str, words: Sequence[_Word]) -> _Need | None:
+def _uv_need(base: str, words: Sequence[Word]) -> Need | None:
     if len(words) > 1 and words[1].value.startswith("-"):
-        return _Need(f"the option `{_show(words[1].value)}` before uv's command can change what it runs")
+        return Need(f"the option `{excerpt(words[1].value)}` before uv's command can change what it runs")
     for word in words[1:]:
         if _option_hits(word.value, "--python") or _option_hits(word.value, "-p"):
-            return _Need(f"the option `{_show(word.value)}` of `uv` names the interpreter it runs")
+            return Need(f"the option `{excerpt(word.value)}` of `uv` names the interpreter it runs")
     sub = words[1].value if len(words) > 1 else ""
     if sub == "run":
         return _package_runner_need("uv run", words, 2)
@@ -308,36 +308,36 @@ def _uv_need(base: str, words: Sequence[_Word]) -> _Need | None:
     return None
 
 
-def _generic_exec_words(base: str, words: Sequence[_Word]) -> _Need | None:
+def _generic_exec_words(base: str, words: Sequence[Word]) -> Need | None:
     """``ip netns exec``, ``tc exec``, ``ip -batch``: words that run commands."""
     for word in words[1:]:
         if word.value in ("exec", "-b", "-batch", "-force") or word.active:
-            return _Need(f"`{base} ... {_show(word.value)}` can run other programs")
+            return Need(f"`{base} ... {excerpt(word.value)}` can run other programs")
     return None
 
 
-def _openssl_need(base: str, words: Sequence[_Word]) -> _Need | None:
+def _openssl_need(base: str, words: Sequence[Word]) -> Need | None:
     for word in words[1:]:
         if any(s in word.value for s in ("engine", "provider", "-config", "-conf")):
-            return _Need(f"the option `{_show(word.value)}` of `openssl` loads code")
+            return Need(f"the option `{excerpt(word.value)}` of `openssl` loads code")
     return None
 
 
-def _make_need(base: str, words: Sequence[_Word]) -> _Need | None:
+def _make_need(base: str, words: Sequence[Word]) -> Need | None:
     for word in words[1:]:
         if "=" in word.value and not word.value.startswith("-"):
-            return _Need(f"the variable `{_show(word.value)}` given to `{base}` can change the commands it runs")
+            return Need(f"the variable `{excerpt(word.value)}` given to `{base}` can change the commands it runs")
     return None
 
 
-def _less_need(base: str, words: Sequence[_Word]) -> _Need | None:
+def _less_need(base: str, words: Sequence[Word]) -> Need | None:
     for word in words[1:]:
         if word.value.startswith("+") or word.value.startswith("-+"):
-            return _Need(f"`{_show(word.value)}` gives `{base}` commands, which can run programs")
+            return Need(f"`{excerpt(word.value)}` gives `{base}` commands, which can run programs")
     return None
 
 
-_SPECIAL: Mapping[str, Callable[[str, Sequence[_Word]], _Need | None]] = {
+_SPECIAL: Mapping[str, Callable[[str, Sequence[Word]], Need | None]] = {
     "git": _git_need,
     "sed": _sed_need,
     **dict.fromkeys(("awk", "gawk", "mawk", "nawk"), _awk_need),
@@ -352,7 +352,7 @@ _SPECIAL: Mapping[str, Callable[[str, Sequence[_Word]], _Need | None]] = {
 }
 
 
-def _dash_glob(word: _Word) -> bool:
+def dash_glob(word: Word) -> bool:
     """Can this expanding word become a word that starts with ``-`` (an option) once the shell expands it?"""
     if not word.active:
         return False
@@ -361,7 +361,7 @@ def _dash_glob(word: _Word) -> bool:
 
 def entry_warning(entry: str) -> str | None:
     """What a new allow entry lets run beyond what it shows, for ``hookcage allow`` (one line), or ``None``."""
-    parsed = _compile_entry(entry, "$CLAUDE_PROJECT_DIR")
+    parsed = compile_entry(entry, "$CLAUDE_PROJECT_DIR")
     if parsed is None:
         return None
     if not parsed.words:
@@ -371,7 +371,7 @@ def entry_warning(entry: str) -> str | None:
         return None
     base = parsed.words[0].value.rsplit("/", 1)[-1]
     kind = programs.kind(base)
-    if base in _SHELL_BUILTINS or kind == "wrapper":
+    if base in SHELL_BUILTINS or kind == "wrapper":
         return (f"this entry allows nothing: `{base}` runs the command in its arguments (or changes the shell), "
                 "which only an entry spelling out every word allows")
     if kind == "interpreter":

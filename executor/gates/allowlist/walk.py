@@ -17,18 +17,18 @@ import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
 from executor.gates.allowlist import programs
-from executor.gates.allowlist.entries import _allowing, _matches, _Rules
-from executor.gates.allowlist.running import _SHELL_BUILTINS, _dash_glob, _need
+from executor.gates.allowlist.entries import Rules, allowing_entry, entry_matches
+from executor.gates.allowlist.running import SHELL_BUILTINS, dash_glob, need_of
 from executor.gates.allowlist.words import (
-    _GLOB_CHARS,
-    _NEVER,
-    _WORDISH,
-    _Env,
-    _evaluate,
-    _not_allowed,
-    _NotLiteral,
-    _show,
-    _Word,
+    GLOB_CHARS,
+    NEVER,
+    WORDISH,
+    Env,
+    NotLiteral,
+    Word,
+    evaluate,
+    excerpt,
+    not_allowed,
 )
 
 # --- bounds ----------------------------------------------------------------------------------
@@ -51,7 +51,8 @@ _LANGUAGE = Language(tree_sitter_bash.language())
 _local = threading.local()  # a Parser is not safe to share between threads
 
 
-def _parse(src: bytes) -> Tree:
+def parse_bash(src: bytes) -> Tree:
+    """The bash parse tree of ``src`` (one tree-sitter parser per thread)."""
     parser: Parser | None = getattr(_local, "parser", None)
     if parser is None:
         parser = _local.parser = Parser(_LANGUAGE)
@@ -67,15 +68,15 @@ _TO_NULL = frozenset({">", ">>", "&>", "&>>", ">|"})
 @dataclass
 class _Simple:
     text: str
-    words: tuple[_Word, ...]
+    words: tuple[Word, ...]
 
 
 @dataclass
-class _Walk:
+class Walk:
     """One pass over the statements: what is wrong, and which simple commands are off-list."""
 
-    env: _Env
-    rules: _Rules
+    env: Env
+    rules: Rules
     problems: list[str] = field(default_factory=list)
     complex: bool = False  # a suggestion must then be the whole command
     off_list: list[_Simple] = field(default_factory=list)
@@ -110,26 +111,26 @@ class _Walk:
         elif kind == "command":
             self.simple(node)
         else:
-            self.fail(_not_allowed(node, self.env))
+            self.fail(not_allowed(node, self.env))
 
     def simple(self, node: Node) -> None:
-        words: list[_Word] = []
+        words: list[Word] = []
         ok = True
         for child in node.children:
             try:
                 if child.type == "command_name":
                     inner = child.named_children
                     if len(inner) != 1:
-                        raise _NotLiteral(f"the command name `{self.env.show(child)}` cannot be evaluated")
-                    words.append(_evaluate(inner[0], self.env, name=True))
+                        raise NotLiteral(f"the command name `{self.env.show(child)}` cannot be evaluated")
+                    words.append(evaluate(inner[0], self.env, name=True))
                 elif child.type in ("file_redirect", "herestring_redirect", "heredoc_redirect"):
                     self.redirect(child)
-                elif child.is_named and child.type in _WORDISH:
-                    words.append(_evaluate(child, self.env))
+                elif child.is_named and child.type in WORDISH:
+                    words.append(evaluate(child, self.env))
                 else:
-                    raise _NotLiteral(_not_allowed(child, self.env) if child.is_named
+                    raise NotLiteral(not_allowed(child, self.env) if child.is_named
                                       else f"`{self.env.show(node)}` cannot be evaluated to literal words")
-            except _NotLiteral as exc:
+            except NotLiteral as exc:
                 self.fail(exc.reason)
                 ok = False
         if not ok or not words:
@@ -138,14 +139,14 @@ class _Walk:
         kind = programs.kind(base)
         if kind != "plain":
             for word in words[1:]:
-                if _dash_glob(word):
+                if dash_glob(word):
                     self.complex = True
-                    hint = "" if word.value.startswith("-") else f", or write `./{_show(word.display)}`"
-                    self.fail(f"the glob `{_show(word.display)}` given to `{_show(base)}` can expand to an option "
+                    hint = "" if word.value.startswith("-") else f", or write `./{excerpt(word.display)}`"
+                    self.fail(f"the glob `{excerpt(word.display)}` given to `{excerpt(base)}` can expand to an option "
                               f"(a file named `-...`), which can make it run other programs; quote it{hint}")
                     return
-        need = _need(words)
-        entry = _allowing(self.rules, words, need)
+        need = need_of(words)
+        entry = allowing_entry(self.rules, words, need)
         if entry is None:
             if need is not None:
                 self.complex = True
@@ -169,15 +170,15 @@ class _Walk:
         elif kind == "herestring_redirect":
             for child in node.named_children:
                 try:
-                    _evaluate(child, self.env)
-                except _NotLiteral as exc:
+                    evaluate(child, self.env)
+                except NotLiteral as exc:
                     self.fail(f"the herestring `{text}` is not allowed: {exc.reason}")
         elif kind == "heredoc_redirect":
             self.heredoc(node, text)
         elif not node.is_named:
             self.fail(f"`{text}` is not allowed")
         else:
-            self.fail(_not_allowed(node, self.env))
+            self.fail(not_allowed(node, self.env))
 
     def file_redirect(self, node: Node, text: str) -> None:
         operators = [c.type for c in node.children if not c.is_named]
@@ -197,8 +198,8 @@ class _Walk:
         if operator in _TO_NULL or operator == ">&":
             if len(targets) == 1:
                 try:
-                    target = _evaluate(targets[0], self.env)
-                except _NotLiteral:
+                    target = evaluate(targets[0], self.env)
+                except NotLiteral:
                     target = None
                 if target is not None and target.value == "/dev/null" and not target.glob:
                     return
@@ -245,7 +246,7 @@ class _Scan:
         return self.gaps_ok and self.misread is None
 
 
-def _scan(root: Node, src: bytes) -> _Scan:
+def scan_tree(root: Node, src: bytes) -> _Scan:
     """One pass over the whole tree: simple commands, the first substitution, and the text between tokens."""
     commands: list[Node] = []
     substitution: Node | None = None
@@ -267,7 +268,7 @@ def _scan(root: Node, src: bytes) -> _Scan:
                              "levels deep (substitutions, strings, groups), the most the allow-list checks")
         if kind == "command":
             commands.append(node)
-        elif kind in _NEVER and (substitution is None or node.start_byte < substitution.start_byte):
+        elif kind in NEVER and (substitution is None or node.start_byte < substitution.start_byte):
             substitution = node
         elif kind == "heredoc_redirect" and misread is None and not _heredoc_ok(node, src):
             misread = src[node.start_byte : node.end_byte].decode("utf-8", "replace")
@@ -336,7 +337,7 @@ def _gap_ok(gap: bytes) -> bool:
     return rest != b"" and b"\n" not in rest
 
 
-def _command_words(node: Node, env: _Env) -> tuple[list[str], bool] | None:
+def _command_words(node: Node, env: Env) -> tuple[list[str], bool] | None:
     """A simple command's literal words for deny entries, and whether unknown words may follow.
 
     ``None`` when the command name itself is not literal.
@@ -345,15 +346,15 @@ def _command_words(node: Node, env: _Env) -> tuple[list[str], bool] | None:
     if name is None or len(name.named_children) != 1:
         return None
     try:
-        first = _evaluate(name.named_children[0], env, name=True)  # a glob name is not literal
-    except _NotLiteral:
+        first = evaluate(name.named_children[0], env, name=True)  # a glob name is not literal
+    except NotLiteral:
         return None
     values = [first.value]
     open_ended = False
     for child in node.children_by_field_name("argument"):
         try:
-            word = _evaluate(child, env)
-        except _NotLiteral:
+            word = evaluate(child, env)
+        except NotLiteral:
             open_ended = True
             break
         if word.glob:  # a glob may become any number of words, any of them
@@ -371,7 +372,7 @@ def _command_words(node: Node, env: _Env) -> tuple[list[str], bool] | None:
     return values, open_ended
 
 
-def _denied_by(rules: _Rules, scan: _Scan, env: _Env) -> str | None:
+def denied_by(rules: Rules, scan: _Scan, env: Env) -> str | None:
     """The first simple command that a deny entry matches, as a reason."""
     if not rules.deny:
         return None
@@ -382,16 +383,16 @@ def _denied_by(rules: _Rules, scan: _Scan, env: _Env) -> str | None:
         values, open_ended = evaluated
         # a wrapper's command is tried too: `sudo rm -rf /` against `rm *`
         base = values[0].rsplit("/", 1)[-1]
-        runs_others = base in _SHELL_BUILTINS or programs.kind(base) in ("wrapper", "interpreter", "runner")
+        runs_others = base in SHELL_BUILTINS or programs.kind(base) in ("wrapper", "interpreter", "runner")
         starts = range(len(values)) if runs_others else range(1)
         for start in starts:
             for entry in rules.deny:
-                if _matches(entry, values[start:], open_ended):
+                if entry_matches(entry, values[start:], open_ended):
                     return f"`{env.show(node)}` matches the deny entry {shlex.quote(entry.source)}"
     return None
 
 
-def _reads_as_written(root: Node, scan: _Scan, env: _Env) -> bool:
+def reads_as_written(root: Node, scan: _Scan, env: Env) -> bool:
     """May a whole-command entry equal to this text allow it? Not when what runs is not
     what the text shows: a glob as a command name, a glob that can become an option of a
     program that runs others, or an unquoted project dir that splits."""
@@ -402,23 +403,23 @@ def _reads_as_written(root: Node, scan: _Scan, env: _Env) -> bool:
         stack = list(name.children)  # the name's own words, not what is nested in them
         while stack:
             word = stack.pop()
-            if word.type == "word" and _GLOB_CHARS.search(env.text(word)):
+            if word.type == "word" and GLOB_CHARS.search(env.text(word)):
                 return False
             if word.type == "concatenation":
                 stack.extend(word.children)
         if len(name.named_children) != 1:
             continue
         try:
-            base = _evaluate(name.named_children[0], env, name=True).value.rsplit("/", 1)[-1]
-        except _NotLiteral:
+            base = evaluate(name.named_children[0], env, name=True).value.rsplit("/", 1)[-1]
+        except NotLiteral:
             continue
         if programs.kind(base) == "plain":
             continue
         for child in node.children_by_field_name("argument"):
             try:
-                if _dash_glob(_evaluate(child, env)):
+                if dash_glob(evaluate(child, env)):
                     return False
-            except _NotLiteral:
+            except NotLiteral:
                 continue
     if env.root_unsafe:
         for node in _walk(root):

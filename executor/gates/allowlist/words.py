@@ -1,7 +1,7 @@
 """Turning bash words into plain strings: what one word of the parse tree evaluates to, or why it cannot (pure).
 
-Also the wording every reason shares: what a node is called (:func:`_not_allowed`) and
-short excerpts of command text (:func:`_show`).
+Also the wording every reason shares: what a node is called (:func:`not_allowed`) and
+short excerpts of command text (:func:`excerpt`).
 """
 
 from __future__ import annotations
@@ -15,20 +15,20 @@ from tree_sitter import Node
 from executor.core.envnames import PROJECT_DIR_VARS
 from executor.core.text import sanitize
 
-_BLANKS = " \t\n"  # what bash skips between words; str.strip() would also eat \r, \v, U+0085 ...
-_EXPANDING = "*?["  # what the shell expands in an unquoted word (and a leading `~`)
+BLANKS = " \t\n"  # what bash skips between words; str.strip() would also eat \r, \v, U+0085 ...
+EXPANDING = "*?["  # what the shell expands in an unquoted word (and a leading `~`)
 
 
 # --- evaluating words ----------------------------------------------------------------------------
 
-_WORDISH = frozenset({"word", "number", "raw_string", "string", "concatenation", "simple_expansion", "expansion"})
-_GLOB_CHARS = re.compile(r"[*?\[]")
+WORDISH = frozenset({"word", "number", "raw_string", "string", "concatenation", "simple_expansion", "expansion"})
+GLOB_CHARS = re.compile(r"[*?\[]")
 _EXPANSION_START = re.compile(r"[\w{(\[@*#?$!-]")
 _UNSAFE_WORD = re.compile(r"""[\s'"`;&|<>()]|\$(?:[\w{(\[@*#?$!'"-])""")
 _UNSAFE_ROOT = re.compile(r"[\s*?\[]")
 
 
-class _NotLiteral(Exception):
+class NotLiteral(Exception):
     """A word that does not evaluate to a literal; ``reason`` says which part."""
 
     def __init__(self, reason: str) -> None:
@@ -37,7 +37,9 @@ class _NotLiteral(Exception):
 
 
 @dataclass(frozen=True)
-class _Word:
+class Word:
+    """A word of a command evaluated to its literal value, with how the command wrote it."""
+
     value: str  # what the program receives, unless the shell expands it
     pieces: tuple[_Piece, ...]  # how the command wrote it
     active: frozenset[int] = frozenset()  # where it has unquoted `*`, `?`, `[` or a leading `~`
@@ -72,13 +74,15 @@ class _Piece:
 
 
 @dataclass
-class _Env:
+class Env:
+    """What evaluating one command's words needs: its source, the project root, the mode, the memo."""
+
     src: bytes
     root: str
     strict: bool  # check_command (strict) or literal_words (best effort)
     root_unsafe: bool = field(init=False)
     # each word is evaluated once, though the deny check and the walk both ask
-    memo: dict[tuple[int, bool], _Word | str] = field(default_factory=dict)
+    memo: dict[tuple[int, bool], Word | str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.root_unsafe = bool(_UNSAFE_ROOT.search(self.root))
@@ -89,41 +93,41 @@ class _Env:
     def show(self, node: Node) -> str:
         """A short excerpt of a node's text for a reason (never the whole of a long node)."""
         end = min(node.end_byte, node.start_byte + 4 * _EXCERPT)
-        return _show(self.src[node.start_byte : end].decode("utf-8", "replace"))
+        return excerpt(self.src[node.start_byte : end].decode("utf-8", "replace"))
 
 
-def _evaluate(node: Node, env: _Env, *, name: bool = False) -> _Word:
+def evaluate(node: Node, env: Env, *, name: bool = False) -> Word:
     """The literal value of one word node (``name``: it is a command name)."""
     key = (node.id, name)
     known = env.memo.get(key)
     if known is None:
         try:
             known = _evaluate_once(node, env, name)
-        except _NotLiteral as exc:
+        except NotLiteral as exc:
             known = exc.reason
         env.memo[key] = known
     if isinstance(known, str):
-        raise _NotLiteral(known)
+        raise NotLiteral(known)
     return known
 
 
-def _evaluate_once(node: Node, env: _Env, name: bool) -> _Word:
+def _evaluate_once(node: Node, env: Env, name: bool) -> Word:
     pieces: list[_Piece] = []
     _collect(node, env, pieces)
     unquoted = "".join(p.value if not (p.quoted or p.var) else "\0" * len(p.value) for p in pieces)
-    active = {i for i, char in enumerate(unquoted) if char in _EXPANDING}
+    active = {i for i, char in enumerate(unquoted) if char in EXPANDING}
     if name and active:
-        raise _NotLiteral(f"the glob in the command name `{env.show(node)}` is not allowed")
+        raise NotLiteral(f"the glob in the command name `{env.show(node)}` is not allowed")
     if _has_braces(unquoted):
-        raise _NotLiteral(f"brace expansion `{env.show(node)}` is not allowed")
+        raise NotLiteral(f"brace expansion `{env.show(node)}` is not allowed")
     if pieces and pieces[0].value.startswith("~"):
         # bash expands `~` only when nothing up to the first unquoted `/` is quoted
         first = pieces[0]
         if first.quoted or ("/" not in first.value and len(pieces) > 1):
-            raise _NotLiteral(f"the `~` in `{env.show(node)}` is partly quoted; write `~/...` unquoted")
+            raise NotLiteral(f"the `~` in `{env.show(node)}` is partly quoted; write `~/...` unquoted")
         if first.var is None and not name:
             active.add(0)
-    return _Word("".join(p.value for p in pieces), tuple(pieces), frozenset(active))
+    return Word("".join(p.value for p in pieces), tuple(pieces), frozenset(active))
 
 
 _PLAIN_ENTRY_TEXT = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
@@ -143,7 +147,7 @@ def _quote_unquoted(text: str, *, leading: bool) -> list[str]:
     out: list[str] = []
     run: list[str] = []
     for i, char in enumerate(text):
-        if char in _EXPANDING or (char == "~" and i == 0 and leading):
+        if char in EXPANDING or (char == "~" and i == 0 and leading):
             out.append(_quote("".join(run)))
             run = []
             out.append(char)
@@ -170,19 +174,19 @@ def _has_braces(text: str) -> bool:
     return False
 
 
-def _collect(node: Node, env: _Env, pieces: list[_Piece]) -> None:
+def _collect(node: Node, env: Env, pieces: list[_Piece]) -> None:
     kind = node.type
     if kind in ("word", "number"):
         text = env.text(node)
         if "\\" in text:
-            raise _NotLiteral(f"the backslash in `{_show(text)}` is not allowed (quote the word instead)")
+            raise NotLiteral(f"the backslash in `{excerpt(text)}` is not allowed (quote the word instead)")
         if _UNSAFE_WORD.search(text):  # tree-sitter should have split this word
-            raise _NotLiteral(f"`{_show(text)}` cannot be evaluated to a literal word")
+            raise NotLiteral(f"`{excerpt(text)}` cannot be evaluated to a literal word")
         pieces.append(_Piece(text, quoted=False))
     elif kind == "raw_string":
         text = env.text(node)
         if len(text) < 2 or text[0] != "'" or text[-1] != "'":
-            raise _NotLiteral(f"the string `{_show(text)}` cannot be evaluated")
+            raise NotLiteral(f"the string `{excerpt(text)}` cannot be evaluated")
         pieces.append(_Piece(text[1:-1], quoted=True))
     elif kind == "string":
         _collect_string(node, env, pieces)
@@ -191,20 +195,20 @@ def _collect(node: Node, env: _Env, pieces: list[_Piece]) -> None:
         _require_contiguous(node, children, env)
         for child in children:
             if not child.is_named:
-                raise _NotLiteral(f"`{env.show(node)}` cannot be evaluated to a literal word")
+                raise NotLiteral(f"`{env.show(node)}` cannot be evaluated to a literal word")
             _collect(child, env, pieces)
     elif kind in ("simple_expansion", "expansion"):
         var = _project_var(node, env)
         if env.src[node.start_byte : node.start_byte + 1] != b"$":
-            raise _NotLiteral(f"`{env.show(node)}` cannot be evaluated to a literal word")
+            raise NotLiteral(f"`{env.show(node)}` cannot be evaluated to a literal word")
         if env.strict and env.root_unsafe:
-            raise _NotLiteral(f"unquoted `{env.show(node)}` splits the project path; quote it")
+            raise NotLiteral(f"unquoted `{env.show(node)}` splits the project path; quote it")
         pieces.append(_Piece(env.root, quoted=False, var=var))
     else:
-        raise _NotLiteral(_not_allowed(node, env))
+        raise NotLiteral(not_allowed(node, env))
 
 
-def _collect_string(node: Node, env: _Env, pieces: list[_Piece]) -> None:
+def _collect_string(node: Node, env: Env, pieces: list[_Piece]) -> None:
     """A double-quoted string, read from the source between its quotes.
 
     tree-sitter files whitespace inside a string under the next token (the
@@ -213,16 +217,16 @@ def _collect_string(node: Node, env: _Env, pieces: list[_Piece]) -> None:
     src = env.src
     shown = env.show(node)
     if node.end_byte - node.start_byte < 2 or src[node.start_byte] != 34 or src[node.end_byte - 1] != 34:
-        raise _NotLiteral(f"the string `{shown}` cannot be evaluated")
+        raise NotLiteral(f"the string `{shown}` cannot be evaluated")
     position = node.start_byte + 1
     for child in node.named_children:
         if child.type == "string_content":
             continue
         if child.type not in ("simple_expansion", "expansion") or child.start_byte < position:
-            raise _NotLiteral(_not_allowed(child, env))
+            raise NotLiteral(not_allowed(child, env))
         var = _project_var(child, env)
         inner = env.text(child)
-        lead = len(inner) - len(inner.lstrip(_BLANKS))
+        lead = len(inner) - len(inner.lstrip(BLANKS))
         pieces.append(_Piece(_unescape(src[position : child.start_byte + lead], shown, followed=True), quoted=True))
         pieces.append(_Piece(env.root, quoted=True, var=var))
         position = child.end_byte
@@ -245,28 +249,28 @@ def _unescape(raw: bytes, shown: str, *, followed: bool) -> str:
         following = content[i + 1] if i + 1 < len(content) else ""
         if char == "\\":
             if not following:  # would escape what comes after this part
-                raise _NotLiteral(f"the string `{shown}` cannot be evaluated")
+                raise NotLiteral(f"the string `{shown}` cannot be evaluated")
             out.append("" if following == "\n" else following if following in '$`"\\' else char + following)
             i += 2
             continue
         if char in '`"' or (char == "$" and (_EXPANSION_START.match(following) or (not following and followed))):
-            raise _NotLiteral(f"the string `{shown}` cannot be evaluated")
+            raise NotLiteral(f"the string `{shown}` cannot be evaluated")
         out.append(char)
         i += 1
     return "".join(out)
 
 
-def _require_contiguous(node: Node, children: Sequence[Node], env: _Env) -> None:
+def _require_contiguous(node: Node, children: Sequence[Node], env: Env) -> None:
     position = node.start_byte
     for child in children:
         if child.start_byte != position:
-            raise _NotLiteral(f"`{env.show(node)}` cannot be evaluated to a literal word")
+            raise NotLiteral(f"`{env.show(node)}` cannot be evaluated to a literal word")
         position = child.end_byte
     if position != node.end_byte:
-        raise _NotLiteral(f"`{env.show(node)}` cannot be evaluated to a literal word")
+        raise NotLiteral(f"`{env.show(node)}` cannot be evaluated to a literal word")
 
 
-def _project_var(node: Node, env: _Env) -> str:
+def _project_var(node: Node, env: Env) -> str:
     """The project-dir variable a ``$X`` / ``${X}`` node names; anything else is not literal."""
     children = node.children
     shape = [c.type for c in children]
@@ -276,7 +280,7 @@ def _project_var(node: Node, env: _Env) -> str:
         var = env.text(node.children[1])
         if var in PROJECT_DIR_VARS:
             return var
-    raise _NotLiteral(_not_allowed(node, env))
+    raise NotLiteral(not_allowed(node, env))
 
 
 
@@ -311,12 +315,13 @@ _LABELS: Mapping[str, str] = {
     "extglob_pattern": "the extended glob",
     "array": "the array",
 }
-_NEVER = frozenset({"command_substitution", "process_substitution"})
+NEVER = frozenset({"command_substitution", "process_substitution"})
 
 
-def _not_allowed(node: Node, env: _Env) -> str:
+def not_allowed(node: Node, env: Env) -> str:
+    """The reason a node that is not a literal word denies the command."""
     label = _LABELS.get(node.type, f"the {node.type.replace('_', ' ')}")
-    verb = "is never allowed" if node.type in _NEVER else "is not allowed"
+    verb = "is never allowed" if node.type in NEVER else "is not allowed"
     if node.type in ("simple_expansion", "expansion"):
         verb += " (only $CLAUDE_PROJECT_DIR is expanded)"
     return f"{label} `{env.show(node)}` {verb}"
@@ -327,12 +332,12 @@ def _not_allowed(node: Node, env: _Env) -> str:
 _EXCERPT = 60
 
 
-def _show(text: str) -> str:
+def excerpt(text: str) -> str:
     """A short excerpt of command text for a reason."""
-    return _one_line(text[: 4 * _EXCERPT], _EXCERPT)
+    return one_line(text[: 4 * _EXCERPT], _EXCERPT)
 
 
-def _one_line(text: str, cap: int) -> str:
+def one_line(text: str, cap: int) -> str:
     """``text`` on one line (newlines shown as ``\\n``), without control characters, at most ``cap`` long."""
     line = sanitize(text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", " "), cap=10 * cap)
     return line if len(line) <= cap else line[: cap - 1] + "…"

@@ -40,9 +40,9 @@ MAX_WALKED_PATHS = 5_000
 _MAX_SYMLINK_HOPS = 40  # as the kernel's MAXSYMLINKS
 
 # "--config=./x.toml", "CONF=./x.toml": the value after "=" is the path.
-_ASSIGNMENT = re.compile(r"(?:--?[A-Za-z0-9][A-Za-z0-9_.-]*|[A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+ASSIGNMENT = re.compile(r"(?:--?[A-Za-z0-9][A-Za-z0-9_.-]*|[A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 class UnsafeReference(HookcageError):
@@ -99,9 +99,9 @@ CODE_SUFFIXES = (".sh", ".bash", ".zsh", ".ksh", ".dash", ".py", ".pyw", ".js", 
 reference even when no file has that name yet (adding it later is a change)."""
 
 
-def _plain_path(word: str) -> bool:
+def plain_path(word: str) -> bool:
     """A word that may be a file name (not an option, text with blanks, or a path with ``..``)."""
-    if not word or word.startswith("-") or any(c.isspace() for c in word) or _URL.match(word):
+    if not word or word.startswith("-") or any(c.isspace() for c in word) or URL.match(word):
         return False
     return ".." not in word.split("/")
 
@@ -157,10 +157,10 @@ class _References:
 
     def _candidate(self, word: str) -> _Parts | None:
         """The word's path as raw parts under the root, or None when it is no reference."""
-        assignment = _ASSIGNMENT.match(word)
+        assignment = ASSIGNMENT.match(word)
         if assignment:
             word = assignment.group(1)
-        if not word or "\0" in word or _URL.match(word):
+        if not word or "\0" in word or URL.match(word):
             return None
         if word.startswith("/"):
             parts = _parts(word)
@@ -178,7 +178,7 @@ class _References:
             st = os.lstat(self._abs((word,)))
         except (OSError, ValueError):
             # `sh check.sh` before check.sh exists: adding it later is a change, as for `./check.sh`
-            return (word,) if word.lower().endswith(CODE_SUFFIXES) and _plain_path(word) else None
+            return (word,) if word.lower().endswith(CODE_SUFFIXES) and plain_path(word) else None
         if stat.S_ISREG(st.st_mode):
             return (word,)
         if stat.S_ISLNK(st.st_mode):
@@ -234,7 +234,7 @@ class _References:
                 try:
                     names = sorted(os.listdir(self._abs(real)))
                 except OSError as exc:
-                    raise UnsafeReference("/".join(lexical), f"cannot be listed ({_reason(exc)})") from exc
+                    raise UnsafeReference("/".join(lexical), f"cannot be listed ({os_reason(exc)})") from exc
                 if self.walked + len(stack) + len(names) > MAX_WALKED_PATHS:
                     raise UnsafeReference(word, f"expands to more than {MAX_WALKED_PATHS} paths")
                 below = ancestors | {real}
@@ -291,7 +291,7 @@ class _References:
             except (FileNotFoundError, NotADirectoryError):
                 break
             except OSError as exc:
-                raise UnsafeReference("/".join(candidate), f"cannot be examined ({_reason(exc)})") from exc
+                raise UnsafeReference("/".join(candidate), f"cannot be examined ({os_reason(exc)})") from exc
             if not stat.S_ISLNK(st.st_mode):
                 cur = candidate
                 continue
@@ -322,16 +322,16 @@ class _References:
         try:
             st = os.lstat(self._abs(real))
         except OSError as exc:
-            raise UnsafeReference(path or word, f"cannot be examined ({_reason(exc)})") from exc
+            raise UnsafeReference(path or word, f"cannot be examined ({os_reason(exc)})") from exc
         if stat.S_ISDIR(st.st_mode):
             kind = "dir"
         elif stat.S_ISREG(st.st_mode):
             kind = "file"
             if st.st_size > MAX_REFERENCED_FILE:
-                raise UnsafeReference(path, f"is larger than {_mib(MAX_REFERENCED_FILE)} ({st.st_size} bytes)")
+                raise UnsafeReference(path, f"is larger than {mib(MAX_REFERENCED_FILE)} ({st.st_size} bytes)")
             self.total += st.st_size
             if self.total > MAX_REFERENCED_TOTAL:
-                raise UnsafeReference(word, f"references more than {_mib(MAX_REFERENCED_TOTAL)} of files in all")
+                raise UnsafeReference(word, f"references more than {mib(MAX_REFERENCED_TOTAL)} of files in all")
         else:
             raise UnsafeReference(path, f"is {safeio.kind(st.st_mode)}, not a regular file or directory: refused")
         self.kinds[real] = kind
@@ -341,7 +341,7 @@ class _References:
         try:
             return os.readlink(self._abs(parts))
         except OSError as exc:
-            raise UnsafeReference("/".join(parts), f"cannot be examined ({_reason(exc)})") from exc
+            raise UnsafeReference("/".join(parts), f"cannot be examined ({os_reason(exc)})") from exc
 
     def _strip_root(self, parts: _Parts) -> _Parts | None:
         for prefix in self.prefixes:
@@ -372,7 +372,7 @@ class _References:
                     read = self._read_beneath(item.target)
                     total += len(read[0])
                     if total > MAX_REFERENCED_TOTAL:
-                        raise UnsafeReference(path, f"the references hold more than {_mib(MAX_REFERENCED_TOTAL)} in all")
+                        raise UnsafeReference(path, f"the references hold more than {mib(MAX_REFERENCED_TOTAL)} in all")
                     cache[item.target] = read
                 data, executable = read
             digest = hashlib.sha256(data).hexdigest() if data is not None else None
@@ -387,12 +387,12 @@ class _References:
         """
         path = "/".join(real)
         try:
-            fd = os.open(self.real_root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+            fd = os.open(self.real_root, os.O_RDONLY | os.O_DIRECTORY | O_CLOEXEC)
         except OSError as exc:
-            raise UnsafeReference(self.root, f"cannot be opened ({_reason(exc)})") from exc
+            raise UnsafeReference(self.root, f"cannot be opened ({os_reason(exc)})") from exc
         try:
             for part in real[:-1]:
-                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC, dir_fd=fd)
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | O_CLOEXEC, dir_fd=fd)
                 os.close(fd)
                 fd = child
             # The one opener of repository files: never blocks, refuses anything but a regular file.
@@ -400,7 +400,7 @@ class _References:
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise UnsafeReference(path, "changed into a symlink while being read") from exc
-            raise UnsafeReference(path, f"cannot be read ({_reason(exc)})") from exc
+            raise UnsafeReference(path, f"cannot be read ({os_reason(exc)})") from exc
         except safeio.Unreadable as exc:
             raise UnsafeReference(path, exc.reason) from exc
         finally:
@@ -411,7 +411,7 @@ class _References:
         except safeio.Unreadable as exc:
             raise UnsafeReference(path, exc.reason) from exc
         except OSError as exc:
-            raise UnsafeReference(path, f"cannot be read ({_reason(exc)})") from exc
+            raise UnsafeReference(path, f"cannot be read ({os_reason(exc)})") from exc
         finally:
             os.close(file_fd)
 
@@ -424,9 +424,11 @@ def _show(text: str) -> str:
     return text if text and text.isprintable() else repr(text)
 
 
-def _mib(size: int) -> str:
+def mib(size: int) -> str:
+    """A size in whole MiB, for a reason."""
     return f"{size // (1024 * 1024)} MiB"
 
 
-def _reason(exc: OSError) -> str:
+def os_reason(exc: OSError) -> str:
+    """What went wrong in an ``OSError``, for a reason (its strerror when it has one)."""
     return exc.strerror or str(exc)

@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterable, Sequence
 from executor.core.files import FileState
 from executor.gates.trust import references
 from executor.gates.trust.references import (
-    _ASSIGNMENT,
-    _URL,
+    ASSIGNMENT,
     CODE_SUFFIXES,
+    URL,
     UnsafeReference,
-    _mib,
-    _plain_path,
     collect_references,
+    mib,
+    plain_path,
 )
 
 HOOKCAGE_CONFIG_FILES = frozenset({".hookcage/hooks.json", ".hookcage/hooks.local.json"})
@@ -74,10 +74,10 @@ def command_words(words: Sequence[str]) -> list[str]:
 
 def _relative(word: str) -> bool:
     """Whether a word may be a path resolved against the working directory."""
-    assignment = _ASSIGNMENT.match(word)
+    assignment = ASSIGNMENT.match(word)
     if assignment:
         word = assignment.group(1)
-    if not word or word.startswith(("/", "-")) or _URL.match(word):
+    if not word or word.startswith(("/", "-")) or URL.match(word):
         return False
     return "/" in word or word.lower().endswith(CODE_SUFFIXES) or word in (".", "..")
 
@@ -144,7 +144,7 @@ _INTERPRETERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "python", "python
 def _shell_loads(words: Sequence[str]) -> list[str]:
     out = []
     for i, word in enumerate(words):
-        if not _plain_path(word):
+        if not plain_path(word):
             continue
         before = words[i - 1] if i else ""
         after_interpreter = posixpath.basename(before) in _INTERPRETERS or before in ("-f", "--from-file")
@@ -249,6 +249,6 @@ def collect_loaded(
                 " keep a hook's scripts in a folder of their own (e.g. .hookcage/)"
             )
         if sum(len(f.data or b"") for f in merged.values()) > references.MAX_REFERENCED_TOTAL:
-            raise UnsafeReference(words[0], f"the hook's scripts and what they load hold more than {_mib(references.MAX_REFERENCED_TOTAL)}")
+            raise UnsafeReference(words[0], f"the hook's scripts and what they load hold more than {mib(references.MAX_REFERENCED_TOTAL)}")
         words = loaded_words(fresh, root, shell_words=shell_words, folders=False)
     return tuple(merged[path] for path in sorted(merged))

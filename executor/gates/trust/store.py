@@ -17,7 +17,7 @@ import filelock
 
 from executor import filecache
 from executor.errors import TrustStoreError
-from executor.gates.trust.references import _O_CLOEXEC, _reason
+from executor.gates.trust.references import O_CLOEXEC, os_reason
 from executor.gates.trust.subject import TRUST_FORMAT, TrustRecord, TrustSubject
 
 LOCK_TIMEOUT = 30.0
@@ -143,7 +143,7 @@ class TrustStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
-            raise TrustStoreError(f"cannot create {self.path.parent} for the trust store ({_reason(exc)})") from exc
+            raise TrustStoreError(f"cannot create {self.path.parent} for the trust store ({os_reason(exc)})") from exc
         try:
             with self._lock:
                 stored = self._load_store()
@@ -157,7 +157,7 @@ class TrustStore:
                 " (another hookcage is writing; if none is, remove the lock file)"
             ) from exc
         except OSError as exc:
-            raise TrustStoreError(f"cannot lock the trust store ({self._lock.lock_file}: {_reason(exc)})") from exc
+            raise TrustStoreError(f"cannot lock the trust store ({self._lock.lock_file}: {os_reason(exc)})") from exc
 
     def _load_store(self, *, cached: bool = False) -> dict[str, TrustRecord]:
         """The store's records; ``cached``: shared with other calls (:mod:`executor.filecache`),
@@ -174,7 +174,7 @@ class TrustStore:
         except FileNotFoundError:
             return {}
         except OSError as exc:
-            raise TrustStoreError(_store_trouble(path, f"cannot be read ({_reason(exc)})")) from exc
+            raise TrustStoreError(_store_trouble(path, f"cannot be read ({os_reason(exc)})")) from exc
         return parse(raw)
 
     def _load_extra(self, path: Path) -> dict[str, TrustRecord]:
@@ -187,7 +187,7 @@ class TrustStore:
             return filecache.FILES.load(path, ("trust file", str(path)), path.read_bytes, parse)
         except OSError as exc:
             raise TrustStoreError(
-                f"trust file {path} (HOOKCAGE_TRUST_FILE) cannot be read ({_reason(exc)})"
+                f"trust file {path} (HOOKCAGE_TRUST_FILE) cannot be read ({os_reason(exc)})"
             ) from exc
 
     def _write(self, records: Mapping[str, TrustRecord]) -> None:
@@ -197,7 +197,7 @@ class TrustStore:
         try:
             fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
         except OSError as exc:
-            raise TrustStoreError(f"cannot write the trust store {self.path} ({_reason(exc)})") from exc
+            raise TrustStoreError(f"cannot write the trust store {self.path} ({os_reason(exc)})") from exc
         try:
             with os.fdopen(fd, "wb") as out:  # mkstemp made it 0600
                 out.write(data)
@@ -209,11 +209,11 @@ class TrustStore:
                 os.unlink(temp)
             if isinstance(exc, OSError):
                 raise TrustStoreError(
-                    f"cannot write the trust store {self.path} ({_reason(exc)}); it was left as it was"
+                    f"cannot write the trust store {self.path} ({os_reason(exc)}); it was left as it was"
                 ) from exc
             raise
         try:
-            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | O_CLOEXEC)
         except OSError:
             return
         # The rename is done; a file system that cannot fsync a directory keeps it all the same.

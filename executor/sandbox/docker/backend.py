@@ -45,16 +45,16 @@ from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.conventions import DEFAULT_IMAGE
 from executor.sandbox.docker.engine import (
     StateInfo,
-    _inspect,
-    _kill,
-    _wait,
     default_client,
     engine_traits,
     engine_url,
     host_config,
+    inspect_state,
+    kill_container,
     over_tls,
     reap,
     remove_container_quietly,
+    wait_container,
 )
 from executor.sandbox.docker.errors import BACKEND_ERRORS, map_engine_error, retry_transient
 from executor.sandbox.docker.frames import CappedBuffer, close_attached, pump, raw_socket
@@ -325,14 +325,14 @@ class DockerSandbox(Sandbox):
         if ended:
             # The stream ends when the init process exits; the engine may
             # record the exit a moment later.
-            state = _inspect(client, container)
+            state = inspect_state(client, container)
             if not state["running"]:
                 return False, state
             remaining = deadline - time.monotonic()
-            if remaining > 0 and _wait(client, container, remaining):
-                return False, _inspect(client, container)
-        _kill(client, container)
-        return True, _inspect(client, container)
+            if remaining > 0 and wait_container(client, container, remaining):
+                return False, inspect_state(client, container)
+        kill_container(client, container)
+        return True, inspect_state(client, container)
 
     @staticmethod
     def _discard(client: docker.APIClient, container: str) -> None:

@@ -18,11 +18,11 @@ import requests.exceptions  # type: ignore[import-untyped, unused-ignore]
 from executor.sandbox.conventions import EXPIRES_LABEL, MANAGED_LABEL, POOL_LABEL, UNLABELLED_GRACE
 from executor.sandbox.docker.errors import (
     BACKEND_ERRORS,
-    _explanation,
-    _is_timeout,
-    _status,
+    explanation,
+    is_timeout,
     map_engine_error,
     retry_transient,
+    status_code,
 )
 from executor.sandbox.engines import (
     EngineTraits,
@@ -152,7 +152,7 @@ class StateInfo(TypedDict):
     oom_killed: bool
 
 
-def _inspect(client: docker.APIClient, container: str) -> StateInfo:
+def inspect_state(client: docker.APIClient, container: str) -> StateInfo:
     """The container's run state (retried: inspecting is safe to repeat)."""
     inspected = retry_transient(lambda: client.inspect_container(container))
     state = inspected.get("State") or {}
@@ -173,7 +173,7 @@ def remove_container_quietly(client: docker.APIClient, container: str) -> bool:
         except docker.errors.NotFound:
             return False
         except docker.errors.APIError as exc:
-            if _status(exc) == 409 and "in progress" in _explanation(exc):
+            if status_code(exc) == 409 and "in progress" in explanation(exc):
                 return False  # someone else is removing it
             raise
         return True
@@ -181,7 +181,7 @@ def remove_container_quietly(client: docker.APIClient, container: str) -> bool:
     return retry_transient(call)
 
 
-def _kill(client: docker.APIClient, container: str) -> None:
+def kill_container(client: docker.APIClient, container: str) -> None:
     """SIGKILL a container by id; a container that already stopped is fine."""
 
     def call() -> None:
@@ -190,18 +190,18 @@ def _kill(client: docker.APIClient, container: str) -> None:
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            if _status(exc) != 409:  # 409: not running any more
+            if status_code(exc) != 409:  # 409: not running any more
                 raise
 
     retry_transient(call)
 
 
-def _wait(client: docker.APIClient, container: str, timeout: float) -> bool:
+def wait_container(client: docker.APIClient, container: str, timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for a container to stop; False if it did not."""
     try:
         client.wait(container, timeout=timeout)
     except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as exc:
-        if _is_timeout(exc):
+        if is_timeout(exc):
             return False
         raise
     return True

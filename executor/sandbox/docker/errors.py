@@ -82,7 +82,7 @@ def _is_unreachable(exc: BaseException) -> bool:
     return _caused_by(exc, FileNotFoundError, ConnectionRefusedError)
 
 
-def _is_timeout(exc: BaseException) -> bool:
+def is_timeout(exc: BaseException) -> bool:
     """The engine did not answer in time.
 
     docker-py's unix-socket transport reports a read timeout as
@@ -114,12 +114,14 @@ def _tls_reason(exc: BaseException) -> str:
 _SSL_NOISE = re.compile(r"^\[SSL: [A-Z0-9_]+\]\s*|\s*\(_ssl\.c:\d+\)$")
 
 
-def _explanation(exc: BaseException) -> str:
+def explanation(exc: BaseException) -> str:
+    """The engine's explanation of an error on one line, at most 300 characters."""
     text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
     return " ".join(str(text).split())[:300]
 
 
-def _status(exc: BaseException) -> int:
+def status_code(exc: BaseException) -> int:
+    """The HTTP status of an engine error, 0 when it has none."""
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else 0
 
@@ -166,7 +168,7 @@ _ERROR_RULES: tuple[_Rule, ...] = (
     _Rule(
         lambda e, w: isinstance(e, docker.errors.TLSParameterError),
         lambda e, w: SandboxUnavailable(
-            f"the Docker TLS settings for {w.url} are unusable ({_explanation(e)}): {TLS_HINT}"
+            f"the Docker TLS settings for {w.url} are unusable ({explanation(e)}): {TLS_HINT}"
         ),
     ),
     _Rule(
@@ -202,7 +204,7 @@ _ERROR_RULES: tuple[_Rule, ...] = (
             or (
                 w.step == "create"
                 and isinstance(e, docker.errors.NotFound)
-                and "image" in _explanation(e).lower()
+                and "image" in explanation(e).lower()
             )
         ),
         lambda e, w: SandboxUnavailable(f"image {w.image} is missing: {_image_hint(w.image)}"),
@@ -211,7 +213,7 @@ _ERROR_RULES: tuple[_Rule, ...] = (
         lambda e, w: (
             isinstance(e, docker.errors.APIError)
             and w.runtime is not None
-            and "runtime" in _explanation(e).lower()
+            and "runtime" in explanation(e).lower()
         ),
         lambda e, w: SandboxUnavailable(
             f"the Docker engine at {w.url} has no runtime {w.runtime!r}: "
@@ -230,11 +232,11 @@ _ERROR_RULES: tuple[_Rule, ...] = (
         lambda e, w: isinstance(e, docker.errors.APIError),
         lambda e, w: SandboxError(
             f"the Docker engine refused to {w.step} the container "
-            f"({_status(e) or 'error'}): {_explanation(e)}"
+            f"({status_code(e) or 'error'}): {explanation(e)}"
         ),
     ),
     _Rule(
-        lambda e, w: _is_timeout(e),
+        lambda e, w: is_timeout(e),
         lambda e, w: SandboxError(
             f"the Docker engine at {w.url} did not answer in time ({w.step})"
         ),
@@ -242,7 +244,7 @@ _ERROR_RULES: tuple[_Rule, ...] = (
     _Rule(
         lambda e, w: isinstance(e, FrameError | docker.utils.socket.SocketError),
         lambda e, w: SandboxError(
-            f"malformed output stream from the Docker engine: {_explanation(e)}"
+            f"malformed output stream from the Docker engine: {explanation(e)}"
         ),
     ),
     _Rule(
@@ -254,12 +256,12 @@ _ERROR_RULES: tuple[_Rule, ...] = (
             | requests.exceptions.RequestException,
         ),
         lambda e, w: SandboxError(
-            f"lost the connection to the Docker engine at {w.url} ({w.step}): {_explanation(e)}"
+            f"lost the connection to the Docker engine at {w.url} ({w.step}): {explanation(e)}"
         ),
     ),
     _Rule(
         lambda e, w: True,
-        lambda e, w: SandboxError(f"Docker error ({w.step}): {_explanation(e)}"),
+        lambda e, w: SandboxError(f"Docker error ({w.step}): {explanation(e)}"),
     ),
 )
 
@@ -289,12 +291,12 @@ def map_engine_error(
     raise AssertionError("the last rule matches everything")  # pragma: no cover
 
 
-def _is_transient(exc: BaseException, *, conflict: bool = False) -> bool:
+def is_transient(exc: BaseException, *, conflict: bool = False) -> bool:
     """Worth one more try: the engine answered 5xx (or 409 when ``conflict``) or dropped us."""
     if isinstance(exc, docker.errors.APIError):
-        status = _status(exc)
+        status = status_code(exc)
         return status >= 500 or (conflict and status == 409)
-    if _is_unreachable(exc) or _is_timeout(exc) or _caused_by(exc, PermissionError):
+    if _is_unreachable(exc) or is_timeout(exc) or _caused_by(exc, PermissionError):
         return False  # retrying a timeout would multiply the wait on a stuck engine
     return isinstance(exc, requests.exceptions.ConnectionError) or _caused_by(
         exc,
@@ -310,7 +312,7 @@ def retry_transient(call: Callable[[], _T], *, conflict: bool = False) -> _T:
     retrying = Retrying(
         stop=stop_after_attempt(_RETRY_ATTEMPTS),
         wait=wait_exponential(multiplier=0.05, max=0.5),
-        retry=retry_if_exception(lambda e: _is_transient(e, conflict=conflict)),
+        retry=retry_if_exception(lambda e: is_transient(e, conflict=conflict)),
         reraise=True,
     )
     return retrying(call)

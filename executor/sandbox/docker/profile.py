@@ -205,7 +205,7 @@ def _overlay_workspace(tree: str, project: str, paths: PathMap = IDENTITY) -> di
     }
 
 
-def _mounts(request: RunRequest, paths: PathMap = IDENTITY) -> tuple[list[dict[str, Any]], str]:
+def run_mounts(request: RunRequest, paths: PathMap = IDENTITY) -> tuple[list[dict[str, Any]], str]:
     """The bind mounts of a run and its working directory.
 
     Every check looks at the paths as hookcage sees them; every source handed
@@ -408,7 +408,7 @@ def container_args(
         raise SandboxError(f"invalid limits: cpus={cpus}, pids={pids}")
     file_size = _size(profile.file_size, "file size limit")
     tmpfs_size = _size(profile.tmpfs_size, "tmpfs size")
-    mounts, workdir = _mounts(request, profile.paths)
+    mounts, workdir = run_mounts(request, profile.paths)
     network_disabled = options.network == "none"
     labels = {
         **request.labels,

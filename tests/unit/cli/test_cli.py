@@ -23,7 +23,10 @@ from executor import in_hook
 from executor.dialects import DIALECTS, agent_names
 
 HOOKCAGE = shutil.which("hookcage")
-pytestmark = pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed (pip install -e .)")
+pytestmark = [
+    pytest.mark.spawns,
+    pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed (pip install -e .)"),
+]
 
 
 class Cli:

@@ -15,6 +15,8 @@ from executor.dialects.claude import DIALECT as CLAUDE
 from executor.dialects.claude import is_wrapper
 from executor.dialects.codebuddy import DIALECT as CODEBUDDY
 
+pytestmark = pytest.mark.spawns
+
 HOOKCAGE = "/opt/hc/bin/hookcage"
 
 

@@ -14,7 +14,10 @@ import xmlschema
 from support import allow
 
 HOOKCAGE = shutil.which("hookcage")
-pytestmark = pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed")
+pytestmark = [
+    pytest.mark.spawns,
+    pytest.mark.skipif(HOOKCAGE is None, reason="the hookcage console script is not installed"),
+]
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 

@@ -64,7 +64,7 @@ CHARS = [*"aA0_-./:='\"` \t\n$({[]})*?!@#\\|&<>,+", "\u00e9", "line ", ": ", "en
 UNANCHORED = [parsing._NETWORK, scripts._NODE_SPECIFIER]
 ANCHORED = [getattr(module, name) for module in (values, answers, parsing, folding) for name in dir(module)
             if isinstance(getattr(module, name), re.Pattern)] + [
-    references._ASSIGNMENT, references._URL, deps._TARBALL, deps._LOCAL_SPEC, deps._PEP723_HEADER]
+    references.ASSIGNMENT, references.URL, deps._TARBALL, deps._LOCAL_SPEC, deps._PEP723_HEADER]
 
 
 @pytest.mark.parametrize("pattern", UNANCHORED + ANCHORED, ids=lambda p: p.pattern[:30])

@@ -24,6 +24,8 @@ from executor.config import file_scope, where
 from executor.core.hooks import Scope
 from executor.places import in_project
 
+pytestmark = pytest.mark.spawns
+
 MOVED = "user file inside the project"
 
 

@@ -29,6 +29,8 @@ from executor.gates.allowlist import (
     programs,
 )
 
+pytestmark = pytest.mark.spawns
+
 ROOT = "/home/dev/proj"
 
 

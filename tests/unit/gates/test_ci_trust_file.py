@@ -23,6 +23,8 @@ from executor.executor import HookExecutor
 from executor.sandbox import FakeSandbox
 from executor.settings import load_settings
 
+pytestmark = pytest.mark.spawns
+
 HOOK = "sh $CLAUDE_PROJECT_DIR/.hookcage/check.sh"
 
 

@@ -26,7 +26,7 @@ from executor.gates.trust import (
     loaded_words,
 )
 from executor.sandbox.base import RunRequest
-from executor.sandbox.docker import _mounts, staged_tree
+from executor.sandbox.docker import run_mounts, staged_tree
 
 H0 = "$.hooks.PreToolUse[0].hooks[0]"
 
@@ -215,7 +215,7 @@ def test_a_tree_of_staged_files_is_laid_over_the_workspace_as_an_overlay(tmp_pat
     req = request(str(project), {f"{project}/.hookcage/a.sh": f"{tree}/.hookcage/a.sh",
                                  f"{project}/b.py": f"{tree}/b.py"})
     assert staged_tree(req) == tree
-    mounts, _ = _mounts(req)
+    mounts, _ = run_mounts(req)
     assert mounts == [{
         "Type": "volume", "Target": str(project),
         "VolumeOptions": {"NoCopy": True, "DriverConfig": {"Name": "local", "Options": {
@@ -228,14 +228,14 @@ def test_staged_files_that_are_no_tree_are_bound_one_by_one(tmp_path: Path) -> N
     project.mkdir()
     req = request(str(project), {f"{project}/a.sh": "/pool/c-1/0", f"{project}/b.sh": "/pool/c-1/1"})
     assert staged_tree(req) is None
-    assert [m["Type"] for m in _mounts(req)[0]] == ["bind", "bind", "bind"]
+    assert [m["Type"] for m in run_mounts(req)[0]] == ["bind", "bind", "bind"]
 
 
 def test_a_writable_workspace_keeps_its_binds(tmp_path: Path) -> None:
     project = tmp_path / "p"
     project.mkdir()
     req = request(str(project), {f"{project}/a.sh": "/s/run-1/tree/a.sh"}, workspace="rw")
-    assert [(m["Type"], m["Target"]) for m in _mounts(req)[0]] == [("bind", str(project)), ("bind", f"{project}/a.sh")]
+    assert [(m["Type"], m["Target"]) for m in run_mounts(req)[0]] == [("bind", str(project)), ("bind", f"{project}/a.sh")]
 
 
 def test_a_project_path_the_overlay_options_cannot_carry_goes_through_a_symlink(tmp_path: Path) -> None:
@@ -244,7 +244,7 @@ def test_a_project_path_the_overlay_options_cannot_carry_goes_through_a_symlink(
     run = tmp_path / "run-1"
     (run / "tree").mkdir(parents=True)
     req = request(str(project), {f"{project}/x.sh": f"{run}/tree/x.sh"})
-    mounts, _ = _mounts(req)
+    mounts, _ = run_mounts(req)
     options = mounts[0]["VolumeOptions"]["DriverConfig"]["Options"]
     assert options["o"] == f"lowerdir={run}/tree:{run}/project"
     assert os.readlink(run / "project") == str(project)

@@ -29,6 +29,8 @@ from executor.gates.trust import (
     collect_references,
 )
 
+pytestmark = pytest.mark.spawns
+
 GUARD = b"#!/bin/sh\necho guarded\n"
 PROFILE: dict[str, Any] = {
     "image": "sha256:" + "1" * 64,

@@ -13,6 +13,8 @@ import pytest
 
 from executor.provision import images
 
+pytestmark = pytest.mark.spawns
+
 HOLDER = """
 import sys, time
 from filelock import FileLock

@@ -40,6 +40,8 @@ from executor.provision.debootstrap import (
 from executor.provision.recipe import SLIM_IMAGE
 from executor.sandbox.docker.imagefacts import ImageBuildError
 
+pytestmark = pytest.mark.spawns
+
 VERSION = "1.0.128+nmu2+deb12u2"
 FILENAME = f"debootstrap_{VERSION}_all.deb"
 DEB_BYTES = b"!<arch>\nnot really a deb, the fake dpkg-deb reads nothing\n"

@@ -29,6 +29,8 @@ from executor.provision.recipe import (
 )
 from executor.sandbox.docker.imagefacts import STATX_SHIM_LABEL, ImageBuildError
 
+pytestmark = pytest.mark.spawns
+
 CC = shutil.which("cc")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler on this machine (apt-get install gcc)")
 

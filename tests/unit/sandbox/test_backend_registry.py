@@ -67,7 +67,7 @@ def test_host_and_docker_are_registered_and_looked_up_by_name() -> None:
 
 def test_the_docker_backend_declares_what_a_hook_may_set() -> None:
     # The hook parser (core.hooks) and the registry must agree on a docker hook's sandbox keys.
-    assert registry.backend("docker").options == hooks._SANDBOX_KEYS - {"backend"}
+    assert registry.backend("docker").options == hooks.SANDBOX_KEYS - {"backend"}
     assert registry.backend("host").options == frozenset()
 
 

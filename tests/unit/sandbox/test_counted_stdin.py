@@ -23,6 +23,8 @@ from executor.sandbox.docker.profile import (
     counted_stdin,
 )
 
+pytestmark = pytest.mark.spawns
+
 SHELLS = [["dash"], ["bash", "--posix"], ["busybox", "sh"]]
 
 

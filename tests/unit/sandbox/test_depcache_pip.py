@@ -22,10 +22,12 @@ from pkgfixtures import evil_sources, sdist, wheel
 from executor.sandbox.depcache import (
     PIP_REFUSED,
     Target,
-    _pip_error,
     pip_download,
+    pip_error,
     url_requirements,
 )
+
+pytestmark = pytest.mark.spawns
 
 TARGET = Target.from_probe({"python": "3.11", "platform": "linux-x86_64", "libc": "glibc 2.36"})
 
@@ -62,7 +64,7 @@ def test_a_wheel_depending_on_a_source_archive_by_url_builds_nothing(tmp_path: P
     assert proc.returncode != 0
     assert not marker.exists()
     assert PIP_REFUSED in proc.stderr
-    assert _pip_error(proc.stderr).startswith("a dependency is not a wheel from the index")
+    assert pip_error(proc.stderr).startswith("a dependency is not a wheel from the index")
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="no git here")

@@ -41,10 +41,10 @@ from executor.sandbox.docker import (
     DockerProfile,
     FrameError,
     FrameState,
-    _is_transient,
     container_args,
     default_user,
     demux_frames,
+    is_transient,
     map_engine_error,
     pump,
     retry_transient,
@@ -442,7 +442,7 @@ def test_missing_runtime_is_unavailable() -> None:
     ],
 )
 def test_which_failures_are_retried(exc: BaseException, conflict: bool, transient: bool) -> None:
-    assert _is_transient(exc, conflict=conflict) is transient
+    assert is_transient(exc, conflict=conflict) is transient
 
 
 def test_retry_is_bounded_and_succeeds_after_transient_failures() -> None:

@@ -17,6 +17,8 @@ import pytest
 
 import executor
 
+pytestmark = pytest.mark.spawns
+
 PACKAGE_ROOT = Path(executor.__file__).parent
 DOCKER_PACKAGE = PACKAGE_ROOT / "sandbox" / "docker"
 PURE_MODULES = (

@@ -224,8 +224,8 @@ def test_unreported_oom_on_podman_only() -> None:
 
 
 def test_podmans_untagged_import_answer_names_the_id() -> None:
-    from executor.provision.base_image import _imported_id
+    from executor.provision.base_image import imported_id
 
     digest = "sha256:" + "ab" * 32
-    assert _imported_id(json.dumps({"status": digest, "progress": "", "id": digest}) + "\n") == digest
-    assert _imported_id('{"status":"Importing"}\n{"error":"x"}') is None
+    assert imported_id(json.dumps({"status": digest, "progress": "", "id": digest}) + "\n") == digest
+    assert imported_id('{"status":"Importing"}\n{"error":"x"}') is None

@@ -27,6 +27,8 @@ from executor.sandbox.warmjob import (
     mountinfo_escape,
 )
 
+pytestmark = pytest.mark.spawns
+
 NONCE = "0123456789abcdef0123456789abcdef"
 ACK = f"hookcage-job {NONCE}\n".encode()
 

@@ -28,6 +28,8 @@ from executor.sandbox.docker.profile import (
 from executor.sandbox.relay import RELAY_FUNCTION, RELAY_VARIABLES, relayed_script
 from executor.sandbox.warmjob import BOOTSTRAP, bootstrap_command
 
+pytestmark = pytest.mark.spawns
+
 SHELLS = [s for s in ("dash", "bash", "busybox") if shutil.which(s)]
 
 

@@ -25,12 +25,12 @@ from executor.sandbox.base import Bind, RunRequest
 from executor.sandbox.docker import (
     DockerProfile,
     DockerSandbox,
-    _mounts,
     container_args,
     map_engine_error,
+    run_mounts,
 )
 from executor.sandbox.docker.doctor import refuse_wrong_home_mapping
-from executor.sandbox.pathcheck import Seen, _carrying, compare
+from executor.sandbox.pathcheck import Seen, carrying_entries, compare
 from executor.sandbox.paths import (
     Candidates,
     container_ids_from_cgroup,
@@ -390,7 +390,7 @@ def test_every_source_of_a_run_is_the_engines_path(tmp_path: Path) -> None:
         overlays={str(project / "x.sh"): str(staged)},
         binds=(Bind(str(home / "deps"), "/opt/hookcage-deps"),),
     )
-    mounts, workdir = _mounts(req, paths)
+    mounts, workdir = run_mounts(req, paths)
     assert workdir == str(project / "sub")  # the container's side is hookcage's path
     assert [(m["Source"], m["Target"]) for m in mounts] == [
         ("/host/work/p", str(project)),
@@ -411,10 +411,10 @@ def test_a_workspace_the_engine_cannot_see_is_refused_and_a_transcript_left_out(
     paths = pm({str(tmp_path / "elsewhere"): "/host/elsewhere"})
     req = RunRequest(command="true", cwd=str(project), project_dir=str(project))
     with pytest.raises(SandboxError, match=f"{project} is outside every path_map entry"):
-        _mounts(req, paths)
+        run_mounts(req, paths)
     paths = pm({str(project): "/host/p"})
     req = RunRequest(command="true", cwd=str(project), project_dir=str(project), transcript_path=str(transcript))
-    assert [m["Source"] for m in _mounts(req, paths)[0]] == ["/host/p"]
+    assert [m["Source"] for m in run_mounts(req, paths)[0]] == ["/host/p"]
 
 
 def test_an_absolute_symlink_in_the_workspace_is_resolved_as_hookcage_sees_it(tmp_path: Path) -> None:
@@ -424,7 +424,7 @@ def test_an_absolute_symlink_in_the_workspace_is_resolved_as_hookcage_sees_it(tm
     (tmp_path / "work" / "link").symlink_to(real)
     paths = pm({str(tmp_path / "work"): "/host/work"})
     req = RunRequest(command="true", cwd=str(tmp_path / "work" / "link"), project_dir=str(tmp_path / "work" / "link"))
-    mount = _mounts(req, paths)[0][0]
+    mount = run_mounts(req, paths)[0][0]
     assert (mount["Source"], mount["Target"]) == ("/host/work/real", str(tmp_path / "work" / "link"))
 
 
@@ -436,7 +436,7 @@ def test_the_overlay_layers_are_the_engines_paths(tmp_path: Path) -> None:
     paths = pm({str(tmp_path / "work"): "/host/work", str(tmp_path / "home"): "/host/home"})
     req = RunRequest(command="true", cwd=str(project), project_dir=str(project),
                      overlays={f"{project}/a.sh": f"{tree}/a.sh"})
-    mount = _mounts(req, paths)[0][0]
+    mount = run_mounts(req, paths)[0][0]
     assert mount["Target"] == str(project)
     assert mount["VolumeOptions"]["DriverConfig"]["Options"]["o"] == (
         "lowerdir=/host/home/staging/run-1/tree:/host/work/p")
@@ -452,7 +452,7 @@ def test_an_engine_project_path_the_overlay_cannot_carry_goes_through_a_link_hol
     paths = pm({str(tmp_path / "work"): "/host/we,ird:work", str(tmp_path / "home"): "/host/home"})
     req = RunRequest(command="true", cwd=str(project), project_dir=str(project),
                      overlays={f"{project}/a.sh": f"{run}/tree/a.sh"})
-    options = _mounts(req, paths)[0][0]["VolumeOptions"]["DriverConfig"]["Options"]
+    options = run_mounts(req, paths)[0][0]["VolumeOptions"]["DriverConfig"]["Options"]
     assert options["o"] == "lowerdir=/host/home/staging/run-1/tree:/host/home/staging/run-1/project"
     assert os.readlink(run / "project") == "/host/we,ird:work/p"  # followed on the engine's host
 
@@ -466,7 +466,7 @@ def test_a_staging_folder_whose_engine_path_the_overlay_cannot_carry_is_refused(
     req = RunRequest(command="true", cwd=str(project), project_dir=str(project),
                      overlays={f"{project}/a.sh": f"{tree}/a.sh"})
     with pytest.raises(SandboxError, match="cannot lay the reviewed files over the workspace: '/host/ho:me/"):
-        _mounts(req, paths)
+        run_mounts(req, paths)
 
 
 def test_a_missing_mount_source_is_one_line_naming_it_and_the_fix() -> None:
@@ -502,9 +502,9 @@ def test_the_probe_says_wrong_for_other_entries_and_right_when_a_listing_matches
 
 def test_serve_probes_the_entry_translating_its_home_and_those_inside_it_only() -> None:
     paths = pm({"/": "/", "/state": "/h/state", "/state/deps": "/h/deps", "/work": "/h/work", "/stat": "/h/stat"})
-    assert sorted(_carrying(paths, "/state")) == [("/state", "/h/state"), ("/state/deps", "/h/deps")]
-    assert _carrying(paths, "/state/homes/x") == [("/state", "/h/state")]
-    assert _carrying(paths, "/opt/home") == [("/", "/")]
+    assert sorted(carrying_entries(paths, "/state")) == [("/state", "/h/state"), ("/state/deps", "/h/deps")]
+    assert carrying_entries(paths, "/state/homes/x") == [("/state", "/h/state")]
+    assert carrying_entries(paths, "/opt/home") == [("/", "/")]
 
 
 def test_serve_asks_the_engine_nothing_without_a_map(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

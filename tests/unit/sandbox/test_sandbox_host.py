@@ -16,6 +16,8 @@ from executor.errors import SandboxError
 from executor.sandbox.base import RunRequest, RunResult
 from executor.sandbox.host import HostSandbox
 
+pytestmark = pytest.mark.spawns
+
 # Bounds only catch hangs; they are generous on purpose.
 SLACK = 2.0
 

@@ -13,6 +13,8 @@ import pytest
 
 from executor.sandbox import staging
 
+pytestmark = pytest.mark.spawns
+
 # A process that stages a folder as the executor does, reports it, and waits to be killed.
 CHILD = """
 import sys, time

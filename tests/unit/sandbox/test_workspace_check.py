@@ -18,7 +18,6 @@ import pytest
 from executor.core.options import SandboxOptions
 from executor.core.pathmap import IDENTITY, PathMap
 from executor.errors import SandboxError
-from executor.sandbox import pathcheck
 from executor.sandbox.base import RunRequest, RunResult
 from executor.sandbox.pathcheck import (
     MARKER_PREFIX,
@@ -47,11 +46,6 @@ class FakeSandbox:
             return RunResult(exit_code=0, stdout=path.read_bytes(), stderr=b"", duration=0.1)
         return RunResult(exit_code=1, stdout=b"", stderr=f"cat: can't open '{name}': No such file\n".encode(),
                          duration=0.1)
-
-
-@pytest.fixture(autouse=True)
-def fresh_verdicts() -> None:
-    pathcheck._workspaces.clear()
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ import executor
 from executor.service import autostart, client
 from executor.settings import load_settings
 
+pytestmark = pytest.mark.spawns
+
 
 def config_homes(tmp_path: Path, user: str | None, managed: str | None, variable: tuple[str, str | None]) -> dict[str, str]:
     """A user's and a managed folder with these ``config.toml`` lines (None: no file), and the

@@ -30,6 +30,8 @@ from executor import entry
 from executor.entry import forwardable
 from executor.service import client
 
+pytestmark = pytest.mark.spawns
+
 PY = sys.executable
 HEAVY = ("docker", "pydantic", "pydantic_settings", "click", "fastapi", "uvicorn", "starlette",
          "tenacity", "tree_sitter", "requests", "http")

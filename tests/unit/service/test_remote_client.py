@@ -30,6 +30,8 @@ import trustme
 from executor import in_hook
 from executor.service import client, remote_client
 
+pytestmark = pytest.mark.spawns
+
 PY = sys.executable
 TOKEN = "s3cret-token-0123456789abcdef"
 HEAVY = ("docker", "pydantic", "pydantic_settings", "click", "fastapi", "uvicorn", "starlette",
