@@ -53,6 +53,8 @@ from executor.sandbox.pool import (
 from executor.sandbox.poolbook import TAKE_MARGIN
 from executor.sandbox.warmjob import LAUNCH, RUNNER_READY_LINE, WARMUPS, job_environment, warmups
 
+pytestmark = pytest.mark.spawns  # the bootstrap is parsed by real shells (sh -n)
+
 NONCE = "0123456789abcdef0123456789abcdef"
 OTHER = "fedcba9876543210fedcba9876543210"
 ACK = f"hookcage-job {NONCE}\n".encode()
