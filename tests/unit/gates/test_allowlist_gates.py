@@ -411,13 +411,16 @@ def test_a_suggestion_allows_its_command_and_nothing_wider(program: str, args: l
 
 # --- 4. no input stalls the gate ------------------------------------------------------------------
 
-BUDGET = 2.0  # seconds for any one input on a loaded 2-core machine (unloaded: < 0.3 s at the byte bound)
+BUDGET = 2.0
+"""CPU seconds of this thread for any one input (unloaded: < 0.3 s at the byte bound). CPU time, not the
+wall clock: a machine busy with other work (CI's other workers) slows the clock, not the work, and what
+these tests guard against (work that grows faster than the input) shows in the CPU time alike."""
 
 
 def timed(command: str, *allow: str) -> tuple[AllowCheck, float]:
-    start = time.perf_counter()
+    start = time.thread_time()
     result = check(command, *allow)
-    return result, time.perf_counter() - start
+    return result, time.thread_time() - start
 
 
 def test_issue_deep_command_substitution_is_refused_quickly() -> None:
@@ -426,9 +429,9 @@ def test_issue_deep_command_substitution_is_refused_quickly() -> None:
     assert not result.allowed and ("nests more than" in result.reason or "longer than" in result.reason)
     assert "nests more than" in check("echo " + "$(" * 3000 + "id" + ")" * 3000, "*", "echo *").reason
     assert seconds < BUDGET
-    start = time.perf_counter()
+    start = time.thread_time()
     assert literal_words(command, ROOT) is not None
-    assert time.perf_counter() - start < BUDGET
+    assert time.thread_time() - start < BUDGET
 
 
 @pytest.mark.parametrize(
@@ -462,9 +465,9 @@ def test_issue_deep_command_substitution_is_refused_quickly() -> None:
 def test_hostile_shapes_are_answered_within_the_bound(command: str) -> None:
     result, seconds = timed(command, "*", "ls *-*-*-*-*-*-*x", "echo *", "x*x*x*x*x*x*y")
     assert seconds < BUDGET, seconds
-    start = time.perf_counter()
+    start = time.thread_time()
     literal_words(command, ROOT)
-    assert time.perf_counter() - start < BUDGET
+    assert time.thread_time() - start < BUDGET
     assert isinstance(result.allowed, bool)
 
 
