@@ -76,12 +76,14 @@ def engine_runtimes(docker_api: Any) -> list[str]:
     return list(engine_info(docker_api)["runtimes"])
 
 
-@pytest.fixture(params=["runc-cold", "runc-warm", "runsc-cold", "runsc-warm"])
+@pytest.fixture(params=["runc-cold", "runc-warm", "runsc-cold", "runsc-warm", "runc-warmsh"])
 def make_sandbox(
     request: pytest.FixtureRequest, docker_api: Any, runner_image: str, engine_runtimes: list[str]
 ) -> Iterator[SandboxMaker]:
     """Makes docker backends of this test's runtime (``runc``: the host's kernel; ``runsc``: gVisor)
-    and path (``cold`` or ``warm``); closes them after. Every containment case holds under both."""
+    and path (``cold``, ``warm``: the pool, whose containers run the job runner, as the runner image has
+    python3, or ``warmsh``: the pool with the sh bootstrap, what an image without python3 runs); closes
+    them after. Every containment case holds on every one."""
     runtime, path = request.param.split("-")
     if runtime not in engine_runtimes:
         _unavailable(f"the engine has no {runtime} runtime: apt-get install runsc && hookcage setup runsc")
@@ -91,7 +93,8 @@ def make_sandbox(
         options.setdefault("image", runner_image)
         options.setdefault("runtime", runtime)
         backend: DockerSandbox
-        if path == "warm":
+        if path in ("warm", "warmsh"):
+            options.setdefault("job_runner", path == "warm")
             backend = PooledDockerSandbox(
                 client=docker_api, labels=SESSION_LABELS, idle_timeout=120, **options
             )
@@ -748,6 +751,14 @@ def test_22_only_the_containers_processes_are_visible(
     # gVisor the relay of the hook's output (executor.sandbox.relay: a waiting sh and two cat).
     relay = relays_output(sandbox.profile)
     warm = isinstance(sandbox, PooledDockerSandbox)
+    # Warm with the job runner (the runner image has python3: sandbox/jobrunner.py), the runner is the
+    # one process beside the hook: it relays output itself and keeps its watch as an alarm.
+    runner = warm and sandbox.job_runner
+    if runner:
+        assert {comm for _, comm in processes} <= {"docker-init", "python3", "sh", "ps"}
+        assert sum(comm == "python3" for _, comm in processes) == 1
+        assert len(processes) <= 4
+        return
     # Warm, the watch is the bootstrap's, started before the job: as the hook starts it may still be
     # leaving its wait for the job (its `timeout` and a sh reading) for its `sleep` (warmjob.BOOTSTRAP).
     assert {comm for _, comm in processes} <= {"docker-init", "sh", "ps", "sleep", *(["cat"] if relay else []),
