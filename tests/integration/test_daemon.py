@@ -123,7 +123,9 @@ def test_killed_mid_run_the_client_falls_back_and_the_reaper_removes_the_contain
 ) -> None:
     # A timeout well past the test's length: the containers' expiry labels stay
     # ahead of reaps that other sessions sharing the engine may run meanwhile.
-    daemon.hooks(Stop=[command("sleep 5", timeout=120)], UserPromptSubmit=[command("true")])
+    # The hook runs long enough (10 s) to be seen running by a poll that lists and inspects the
+    # session's containers, which a loaded engine (CI's other workers) can take seconds to answer.
+    daemon.hooks(Stop=[command("sleep 10", timeout=120)], UserPromptSubmit=[command("true")])
     proc = daemon.start()
     if path == "warm":  # the same container shape: the Stop hook then runs in a pooled container
         assert daemon.dispatch("UserPromptSubmit", daemon.payload(prompt="x"), daemon=True)[0] == 0
@@ -132,13 +134,13 @@ def test_killed_mid_run_the_client_falls_back_and_the_reaper_removes_the_contain
     with (daemon.tmp / "payload.json").open("rb") as stdin:
         agent = subprocess.Popen([PY, "-m", "executor.entry", "dispatch", "Stop"], stdin=stdin,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env, cwd=daemon.project)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     hook: list[str] = []
     while not hook:
         assert time.monotonic() < deadline, "the daemon never started the hook's container"
         time.sleep(0.05)
         hook = [c["Id"] for c in daemon.containers(docker_api, daemon.session)
-                if c["State"] == "running" and runs_command(docker_api, c["Id"], "sleep 5")]
+                if c["State"] == "running" and runs_command(docker_api, c["Id"], "sleep 10")]
     proc.kill()  # SIGKILL: the daemon can remove neither its hook's container nor its pool's
     proc.wait()
     out, err = agent.communicate(timeout=60)
