@@ -71,8 +71,10 @@ HEAD = len(TAG) + 11  # ten digits and a newline
 MAX_JOB = 1 << 24
 INITS = (b"docker-init", b"podman-init")
 CHUNK = 65536
+PYTHON_WARM_MODULES = ("json", "os", "re", "sys", "pathlib", "subprocess")
+"""What the python3 warm-up imports: the modules hooks written in Python load first."""
 WARMUPS = {
-    "python3": "python3 -c 'import json, os, re, sys, pathlib, subprocess'",
+    "python3": "python3 -c 'import %s'" % ", ".join(PYTHON_WARM_MODULES),
 }
 """Programs a pooled container runs once before it says it is ready, by name
 (``warmjob.warmups``): a fresh container's first start of an interpreter reads
@@ -82,7 +84,7 @@ commands of the image, run from ``/`` with no input, before any job: no hook
 data ever reaches them. (Here, for the job runner to read; the bootstrap has
 them in its text.)"""
 IN_PROCESS = {
-    "python3": ("json", "os", "re", "sys", "pathlib", "subprocess"),
+    "python3": PYTHON_WARM_MODULES,
 }
 """Warm-ups the job runner does itself, being ``python3``: it imports what the
 command imports (and runs ``site`` as a plain start does), which reads the same
