@@ -175,13 +175,29 @@ def timed_run(
     return timed_run_request(sandbox, request, warm=warm)
 
 
+def listed(docker_api: Any, label: str) -> list[Any]:
+    """The engine's containers with ``label``, all states.
+
+    Podman's API can answer a listing 500 (``read /proc/N/cgroup: no such
+    process``) when a container's process exits while it lists: asked again,
+    it answers. Only that answer is asked again (three times at most)."""
+    for attempt in range(3):
+        try:
+            return list(docker_api.containers(all=True, filters={"label": label}))
+        except docker.errors.APIError as error:
+            if attempt == 2 or error.status_code != 500 or "no such process" not in str(error):
+                raise
+            time.sleep(0.2)
+    raise AssertionError("unreachable")
+
+
 def managed_containers(docker_api: Any) -> list[Any]:
-    return list(docker_api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"}))
+    return listed(docker_api, f"{MANAGED_LABEL}=true")
 
 
 def session_containers(docker_api: Any) -> list[Any]:
     """The managed containers this test session labelled as its own (others may share the engine)."""
-    return list(docker_api.containers(all=True, filters={"label": SESSION_FILTER}))
+    return listed(docker_api, SESSION_FILTER)
 
 
 def run_containers_left(docker_api: Any, sandbox: Sandbox) -> list[str]:
@@ -195,7 +211,7 @@ def run_containers_left(docker_api: Any, sandbox: Sandbox) -> list[str]:
         spares = set(sandbox.spares()) if isinstance(sandbox, PooledDockerSandbox) else set()
         left = [
             c["Id"]
-            for c in docker_api.containers(all=True, filters={"label": SESSION_FILTER})
+            for c in listed(docker_api, SESSION_FILTER)
             if c["Id"] not in spares
         ]
         if not left or time.monotonic() >= deadline:
