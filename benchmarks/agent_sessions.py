@@ -2,6 +2,8 @@
 
 Usage:  python benchmarks/agent_sessions.py [--calls 10] [--sessions 3] [--events 15] [--think 0]
         python benchmarks/agent_sessions.py --check     # one call, one session: does it all work?
+        python benchmarks/agent_sessions.py --per-event # also: every hook invocation of the warm
+                                                        # row's sessions, by event (where the time goes)
 
 The Claude Code CLI comes from its PyPI wheel (``tests/agents.py`` fetches and
 caches it); a loopback model asks for ``--calls`` Bash tool calls in a row
@@ -443,6 +445,52 @@ def table(rows: list[Row], calls: int) -> list[str]:
     return lines
 
 
+def wrap_launcher(row: Row) -> Path:
+    """Put a timing wrapper in place of ``row``'s launcher (``hookcage install`` routes to it); the log's path.
+
+    Each line: start and end (ns), exit status, the payload's ``hook_event_name``."""
+    launcher = row.hookcage_home / "bin" / "hookcage"
+    real = launcher.with_name("hookcage-timed")
+    launcher.rename(real)
+    log = row.tmp / "invocations.log"
+    launcher.write_text(
+        "#!/bin/sh\n"
+        "s=$(date +%s%N); in=$(cat)\n"
+        f"out=$(printf '%s' \"$in\" | {real} \"$@\"); rc=$?\n"
+        "e=$(date +%s%N)\n"
+        "ev=$(printf '%s' \"$in\" | grep -o '\"hook_event_name\": *\"[A-Za-z]*\"' | head -n 1 | tr -dc 'A-Za-z:')\n"
+        f"echo \"$s $e $rc ${{ev#hook_event_name:}}\" >> {log}\n"
+        "printf '%s' \"$out\"; exit $rc\n")
+    launcher.chmod(0o755)
+    return log
+
+
+def invocations(log: str, sessions: int, calls: int) -> list[str]:
+    """The wrapper's log as a table: per event, how many, p50, max, and the total per tool call."""
+    by_event: dict[str, list[float]] = {}
+    firsts: list[float] = []
+    previous = ""
+    for line in log.splitlines():
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        ms = (int(parts[1]) - int(parts[0])) / 1e6
+        by_event.setdefault(parts[3], []).append(ms)
+        if parts[3] == "PreToolUse" and previous == "UserPromptSubmit":
+            firsts.append(ms)
+        previous = parts[3]
+    out = ["| event | runs | p50 | max | per tool call |", "|---|---|---|---|---|"]
+    total = 0.0
+    for event, samples in by_event.items():
+        total += sum(samples)
+        out.append(f"| {event} | {len(samples)} | {pct(samples, 0.5):.1f} | {max(samples):.1f} | "
+                   f"{sum(samples) / (sessions * calls):.1f} |")
+    out.append(f"| all | {sum(map(len, by_event.values()))} | | | {total / (sessions * calls):.1f} |")
+    if firsts:
+        out.append(f"\n- each session's first PreToolUse (ms): {', '.join(f'{ms:.0f}' for ms in firsts)}")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10, help="Bash tool calls per session (default 10)")
@@ -454,6 +502,9 @@ def main() -> int:
                         help="one call, one session, one run of each event: does it work?")
     parser.add_argument("--bench", action="store_true", help="then run benchmarks/bench.py (the other rows)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its logs)")
+    parser.add_argument("--per-event", action="store_true",
+                        help="time every hook invocation of the warm row's sessions (a sh wrapper around "
+                             "hookcage's launcher: adds a few ms to that row) and print them by event")
     args = parser.parse_args()
     if args.check:
         args.calls, args.sessions, args.events = 1, 1, 1
@@ -477,10 +528,12 @@ def main() -> int:
         pools: set[str] = set()
         event_rows: list[tuple[str, list[float], str]] = []
         first_installed = float("nan")
+        per_event = ""
         try:
             for row in rows[2:]:
                 row.install()
             warm = by_key["warm"]
+            trace = wrap_launcher(warm) if args.per_event else None
             warm.serve()
             assert warm.daemon is not None
             pools.add(str(warm.daemon.pid))
@@ -489,12 +542,18 @@ def main() -> int:
             for _ in range(2):  # the pool is filled, the files are read once
                 if warm_up is not None:
                     warm_up()
+            if trace is not None:
+                trace.write_text("")
             for n in range(args.sessions):
                 for row in rows:
                     seconds = row.session(args.calls)
                     if row.key == "installed" and n == 0:
                         first_installed = seconds
                     print(".", end="", file=sys.stderr, flush=True)
+            if trace is not None:  # the single events below run the launcher itself
+                per_event = trace.read_text()
+                launcher = warm.hookcage_home / "bin" / "hookcage"
+                launcher.with_name("hookcage-timed").replace(launcher)
             event_rows = events(by_key, args.events)
             print(file=sys.stderr)
         finally:
@@ -516,6 +575,10 @@ def main() -> int:
     print("\n- sessions (s): " + "; ".join(
         f"{row.key} " + ", ".join(f"{s:.2f}" for s in row.seconds) for row in rows))
     print(f"- first session of `hookcage install` + `trust` (any daemon start included): {first_installed:.2f} s")
+    if per_event:
+        print(f"\nEvery hook invocation of the warm row's {args.sessions} session(s), as Claude Code waited "
+              "for it (ms; a sh wrapper around the launcher):\n")
+        print("\n".join(invocations(per_event, args.sessions, args.calls)))
     if event_rows:
         print(f"\nSingle events, spawned as Claude Code spawns them ({args.events} runs each, ms):\n")
         print("| event | p50 | p90 | |\n|---|---|---|---|")

@@ -51,6 +51,11 @@ class RunRequest:
         transcript_source: the file bound there instead, when a caller's path
             was judged and resolved (the service's remote mode): its real
             path, bound only while it still is one (no symbolic link on the way).
+        transcript_folder: a host folder bound read-only over the transcript's
+            folder instead of the transcript itself (a warm pool's: a spare is
+            made before its session is known, and the session's transcript is
+            linked into this folder when the job comes; see
+            :func:`executor.sandbox.poolkeys.transcript_folder_target`).
         options: the hook's sandbox options.
         labels: identifying labels (session, hook id) for backends that tag.
         output_cap: bytes kept per stream; past it the result is truncated.
@@ -71,6 +76,7 @@ class RunRequest:
     project_dir: str = "/"
     transcript_path: str | None = None
     transcript_source: str | None = None
+    transcript_folder: str | None = None
     options: SandboxOptions = field(default_factory=SandboxOptions)
     labels: Mapping[str, str] = field(default_factory=dict)
     output_cap: int = DEFAULT_OUTPUT_CAP

@@ -101,6 +101,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
+from executor.errors import SandboxError
 from executor.sandbox.base import RunRequest, RunResult
 from executor.sandbox.docker import (
     BACKEND_ERRORS,
@@ -114,9 +115,15 @@ from executor.sandbox.docker import (
 from executor.sandbox.engines import strip_engine_noise
 from executor.sandbox.pathcheck import WORKSPACE_PROBE_LABEL
 from executor.sandbox.poolbook import Plan, PoolBook, Spare, creation_key
-from executor.sandbox.poolkeys import executable_targets, has_writable_bind, key_template, pool_key
+from executor.sandbox.poolkeys import (
+    executable_targets,
+    has_writable_bind,
+    key_template,
+    pool_key,
+    transcript_folder_target,
+)
 from executor.sandbox.poolrefill import PoolStats, RefillingDockerSandbox
-from executor.sandbox.poolspare import SpareHandle, alive, write_overlays
+from executor.sandbox.poolspare import SpareHandle, alive, link_transcript, write_overlays
 from executor.sandbox.poolwire import await_ready, pump_job
 from executor.sandbox.warmjob import (
     BOOTSTRAP,
@@ -249,15 +256,25 @@ class PooledDockerSandbox(RefillingDockerSandbox):
             SandboxError: the request is invalid (exactly as the cold path says).
         """
         self.client  # noqa: B018 -- first: where the engine sees hookcage's paths (path_map) is known
-        create, host = container_args(self.profile, request, name="hookcage-key", now=time.time())
         targets = tuple(sorted(os.path.normpath(t) for t in request.overlays))
         executable = executable_targets(request.overlays)
-        key = pool_key(create, host, targets, executable)
+        folder = transcript_folder_target(request)
+        if folder is not None:
+            # The key of a spare with a folder of its own over the transcript's: any session's.
+            try:
+                own = os.path.join(self._staging_folder(), "transcript")
+                create, host = container_args(self.profile, replace(request, transcript_folder=own),
+                                              name="hookcage-key", now=time.time())
+            except SandboxError:  # the engine cannot see the pool's folder: the transcript is bound
+                folder = None
+        if folder is None:
+            create, host = container_args(self.profile, request, name="hookcage-key", now=time.time())
+        key = pool_key(create, host, targets, executable, folder)
         with self._cond:
             if self._closed:
                 return None
             if key not in self._templates:
-                self._templates[key] = key_template(request, targets, self.labels, executable)
+                self._templates[key] = key_template(request, targets, self.labels, executable, folder)
             self._warm[key] = self._warm.get(key, frozenset()) | warmups(request.command)
             self._book.want(key, request.timeout, time.monotonic(), run=run)
             self._cond.notify_all()
@@ -291,6 +308,7 @@ class PooledDockerSandbox(RefillingDockerSandbox):
         try:
             try:
                 write_overlays(handle, request.overlays)
+                link_transcript(handle, request.transcript_path)
             except OSError as exc:
                 logger.warning("could not write overlay files for a pooled run: %s", exc)
                 return None

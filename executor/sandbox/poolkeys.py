@@ -32,6 +32,44 @@ class KeyTemplate:
     mount_points: tuple[str, ...]
     executable: frozenset[str] = frozenset()
     tree: bool = False  # the overlays are an overlay file system (docker.staged_tree), not binds
+    transcript_folder: str | None = None
+    """The transcript's folder (container path) its spares bind a folder of their own over
+    (``transcript_folder_target``), or None: the transcript, if any, is part of the key."""
+
+
+def transcript_folder_target(request: RunRequest) -> str | None:
+    """The transcript's folder, when a spare may bind a folder of its own there; else None.
+
+    A transcript is per session (Claude Code's ``~/.claude/projects/SLUG/SESSION.jsonl``),
+    so binding the file itself would make every session a key of its own: each
+    session's first hook would run cold and old sessions' spares would hold the pool.
+    A spare binds its own empty folder over the transcript's folder instead, and
+    the session's transcript is linked into it when the job comes
+    (``poolspare.link_transcript``): the hook sees its own transcript, at its path,
+    and no other file of that folder. Only where hiding the folder hides nothing of
+    the image or the project:
+
+    - the folder lies strictly inside a hidden folder (``.claude``, ``.gemini``,
+      ``.codex``...), which no image ships content for;
+    - it neither lies in the project nor holds it, nor any file hookcage stages
+      or mounts (overlays, extra mounts, binds);
+    - the transcript is the caller's own path (not the service's resolved one,
+      ``transcript_source``).
+    """
+    path = request.transcript_path
+    if not path or not os.path.isabs(path) or request.transcript_source is not None:
+        return None
+    folder = os.path.dirname(os.path.normpath(path))
+    parts = folder.split("/")[1:-1]  # strictly above the folder itself
+    if not any(part.startswith(".") and part not in (".", "..") for part in parts):
+        return None
+    others = [os.path.normpath(request.project_dir), *request.overlays, *request.options.mounts,
+              *(bind.target for bind in request.binds)]
+    for other in others:
+        other = os.path.normpath(other)
+        if os.path.commonpath([other, folder]) in (other, folder):
+            return None
+    return folder
 
 
 def has_writable_bind(host: Mapping[str, Any]) -> bool:
@@ -53,10 +91,14 @@ def executable_targets(overlays: Mapping[str, str]) -> frozenset[str]:
 
 
 def pool_key(
-    create: Mapping[str, Any], host: Mapping[str, Any], targets: Sequence[str], executable: frozenset[str]
+    create: Mapping[str, Any], host: Mapping[str, Any], targets: Sequence[str], executable: frozenset[str],
+    transcript_folder: str | None = None,
 ) -> str:
-    """:func:`creation_key` plus the overlay files' execute bits (fixed when a spare is made)."""
-    return creation_key(create, host, targets) + "|x=" + json.dumps(sorted(executable))
+    """:func:`creation_key` plus the overlay files' execute bits (fixed when a spare is made).
+
+    ``transcript_folder``: a spare's own folder is bound there (its source is not part of the key)."""
+    blank = (*targets, transcript_folder) if transcript_folder else targets
+    return creation_key(create, host, blank) + "|x=" + json.dumps(sorted(executable))
 
 
 def _overlaid(request: RunRequest) -> bool:
@@ -66,7 +108,7 @@ def _overlaid(request: RunRequest) -> bool:
 
 def key_template(
     request: RunRequest, targets: tuple[str, ...], labels: Mapping[str, str],
-    executable: frozenset[str] = frozenset(),
+    executable: frozenset[str] = frozenset(), transcript_folder: str | None = None,
 ) -> KeyTemplate:
     """The creation template of ``request``'s key: nothing of the run itself is kept."""
     project = os.path.normpath(request.project_dir)
@@ -75,6 +117,7 @@ def key_template(
             request=replace(request, command=":", stdin=b"", env={}, cwd=project, labels=dict(labels),
                             overlays={}),
             targets=targets, mount_points=(), executable=executable, tree=True,
+            transcript_folder=transcript_folder,
         )
     return KeyTemplate(
         request=replace(
@@ -89,6 +132,7 @@ def key_template(
         targets=targets,
         mount_points=tuple(_mount_point(t, project) for t in targets),
         executable=executable,
+        transcript_folder=transcript_folder,
     )
 
 
@@ -102,4 +146,11 @@ def _mount_point(target: str, project: str) -> str:
 
 
 
-__all__ = ["KeyTemplate", "executable_targets", "has_writable_bind", "key_template", "pool_key"]
+__all__ = [
+    "KeyTemplate",
+    "executable_targets",
+    "has_writable_bind",
+    "key_template",
+    "pool_key",
+    "transcript_folder_target",
+]

@@ -248,12 +248,20 @@ class RefillingDockerSandbox(DockerSandbox):
                     os.fchmod(handle.overlays[target], mode)  # not narrowed by the umask
                     overlays[target] = path
             request = replace(template.request, overlays=overlays)
+            if template.transcript_folder is not None:
+                if handle.folder is None:
+                    handle.folder = tempfile.mkdtemp(prefix="c-", dir=self._staging_folder())
+                handle.transcript = os.path.join(handle.folder, "transcript")
+                os.mkdir(handle.transcript, 0o755)
+                os.chmod(handle.transcript, 0o755)  # not narrowed by the umask: the hook lists it
+                request = replace(request, transcript_folder=handle.transcript)
 
             def create() -> tuple[str, float]:
                 wall = time.time()
                 name = f"hookcage-{secrets.token_hex(8)}"
                 args, host = container_args(self.profile, request, name=name, now=wall)
-                if pool_key(args, host, template.targets, template.executable) != key:
+                if pool_key(args, host, template.targets, template.executable,
+                            template.transcript_folder) != key:
                     # The host changed since the key was made (a transcript or
                     # a mount appeared, the project changed owner): a container
                     # made now would not be what runs of this key get cold.

@@ -16,6 +16,7 @@ import select
 import shutil
 import socket
 import ssl
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,8 @@ class SpareHandle:
     """The environment the container was created with (a job sends only what differs)."""
     protocol: int = 3
     """The job protocol its program speaks: 3 the sh bootstrap, 4 the job runner (``warmjob.encode_job``)."""
+    transcript: str | None = None
+    """Its own folder, bound read-only over the transcript's (``poolkeys.transcript_folder_target``)."""
 
     def close(self) -> None:
         """Close the connection and the files, remove the folder; safe to call twice."""
@@ -51,6 +54,7 @@ class SpareHandle:
         if self.folder:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+        self.transcript = None
 
 
 def tree_file(folder: str, project: str, target: str) -> str:
@@ -116,5 +120,33 @@ def write_overlays(handle: SpareHandle, overlays: Mapping[str, str]) -> None:
         os.close(fd)
 
 
+def link_transcript(handle: SpareHandle, transcript: str | None) -> None:
+    """Give the container the session's transcript: a hard link in its own transcript folder.
 
-__all__ = ["SpareHandle", "alive", "tree_file", "write_overlays"]
+    A link, not a copy: the hook reads the transcript as the agent keeps writing it (as
+    a bind of the file shows it), at no cost however long it has grown, and the folder is
+    bound read-only. Nothing is linked when the transcript is missing or is not a regular
+    file (the cold path binds nothing then either): lstat first and the link made without
+    following a symlink, then the link checked again (a file swapped for a symlink in
+    between is unlinked; inside the container it would resolve against the container's
+    own tree anyway).
+
+    Raises:
+        OSError: a regular transcript could not be linked (another file system, a file
+            this user may not link): the run goes cold, where the file itself is bound.
+    """
+    if handle.transcript is None or not transcript:
+        return
+    source = os.path.normpath(transcript)
+    try:
+        if not stat.S_ISREG(os.lstat(source).st_mode):
+            return
+    except (OSError, ValueError):
+        return
+    link = os.path.join(handle.transcript, os.path.basename(source))
+    os.link(source, link, follow_symlinks=False)
+    if not stat.S_ISREG(os.lstat(link).st_mode):
+        os.unlink(link)
+
+
+__all__ = ["SpareHandle", "alive", "link_transcript", "tree_file", "write_overlays"]

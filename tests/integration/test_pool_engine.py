@@ -581,6 +581,44 @@ STATE = (
 )
 
 
+def test_every_session_of_a_project_is_served_warm_and_sees_its_own_transcript_only(
+    make_pool: PoolMaker, workspace: Path, tmp_path: Path, docker_api: Any, runner_image: str
+) -> None:
+    """A transcript is per session: a spare made for one session serves the next (it binds a folder of
+    its own over the transcript's folder; the session's transcript is linked in at job time)."""
+    folder = tmp_path / "home" / ".claude" / "projects" / "-work-project"
+    folder.mkdir(parents=True)
+    for name in ("s1", "s2", "s3"):
+        (folder / f"{name}.jsonl").write_text(f'{{"session": "{name}"}}\n')
+    secret = tmp_path / "secret"
+    secret.write_text("not for hooks\n")
+    (folder / "evil.jsonl").symlink_to(secret)
+    command = ('cat "$T"; echo $(ls -A "$(dirname "$T")"); '
+               'echo forged >> "$T"; echo "append=$?"; touch "$(dirname "$T")/new" 2>/dev/null; echo "create=$?"')
+
+    def session(name: str) -> RunRequest:
+        transcript = str(folder / f"{name}.jsonl")
+        return request(workspace, command, transcript_path=transcript,
+                       env={"CLAUDE_PROJECT_DIR": str(workspace), "T": transcript})
+
+    pool = make_pool(pool_size=1)
+    first = warm_run(pool, session("s1"))
+    # The second session finds a spare ready: made for the first session's key, which is its own.
+    assert pool.prewarm(session("s2"), wait=30)
+    second, path = pool.run_with_path(session("s2"))
+    assert path == "warm"
+    assert lines(first.stdout) == ['{"session": "s1"}', "s1.jsonl", "append=2", "create=1"]
+    assert lines(second.stdout) == ['{"session": "s2"}', "s2.jsonl", "append=2", "create=1"]
+    assert (folder / "s1.jsonl").read_text() == '{"session": "s1"}\n'
+    assert sorted(os.listdir(folder)) == ["evil.jsonl", "s1.jsonl", "s2.jsonl", "s3.jsonl"]
+    # A symlink posing as the transcript is not followed, warm or cold: the hook sees no file.
+    evil = warm_run(pool, session("evil"))
+    with DockerSandbox(client=docker_api, image=runner_image) as cold_backend:
+        cold = cold_backend.run(session("evil"))
+    assert b"not for hooks" not in evil.stdout + evil.stderr + cold.stdout + cold.stderr
+    assert lines(evil.stdout)[-2:] == ["append=2", "create=1"]
+
+
 @pytest.mark.parametrize(
     "env",
     [

@@ -262,7 +262,14 @@ def run_mounts(request: RunRequest, paths: PathMap = IDENTITY) -> tuple[list[dic
         mounts.append(_bind(bind.source, target, read_only=bind.read_only, paths=paths))
         targets.add(target)
     transcript = request.transcript_path
-    if transcript and os.path.isabs(transcript):
+    if transcript and os.path.isabs(transcript) and request.transcript_folder is not None:
+        # A pooled container's: its own folder over the transcript's, the session's transcript
+        # linked into it at job time (``poolkeys.transcript_folder_target`` says when).
+        folder = os.path.dirname(os.path.normpath(transcript))
+        if folder in targets or any(_inside(t, folder) or _inside(folder, t) for t in targets):
+            raise SandboxError(f"refusing to bind a folder over the transcript's folder {folder!r}")
+        mounts.append(_bind(request.transcript_folder, folder, read_only=True, paths=paths))
+    elif transcript and os.path.isabs(transcript):
         transcript = os.path.normpath(transcript)
         source = transcript
         if request.transcript_source is not None:
