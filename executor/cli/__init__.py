@@ -56,6 +56,11 @@ command's help, without importing the module.
 """
 
 
+NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+"""What click raises (8.2 on; 8.1 prints the help itself) for a group run with no command: its help as is, not
+as a one-line error."""
+
+
 class LazyGroup(click.Group):
     """A click group whose commands are imported by name when one is invoked; its help imports none.
 
@@ -142,7 +147,10 @@ def main(argv: Sequence[str] | None = None, *, stdin: bytes | None = None) -> No
         click.echo("hookcage: aborted", err=True)
         code = 1
     except click.ClickException as exc:
-        error(exc.format_message())
+        if isinstance(exc, NO_ARGS_IS_HELP):  # `hookcage`, `hookcage image`: the group's help, as it is
+            click.echo(exc.format_message(), err=True)
+        else:
+            error(exc.format_message())
         # An agent reads exit 2 as "block": usage errors block only when fail-closed.
         code = 2 if (dispatching and fail_closed_env()) or reporting else 1
     except HookcageError as exc:
