@@ -67,7 +67,7 @@ def main() -> int:
     from executor import __version__, filecache
     from executor.dialects import DIALECTS
     from executor.executor import HookExecutor
-    from executor.sandbox import registry
+    from executor.sandbox.backends import build_sandbox
     from executor.sandbox.base import RunRequest, RunResult, Sandbox
     from executor.service import client
     from executor.service.daemon import Daemon, DispatchRequest
@@ -76,7 +76,7 @@ def main() -> int:
     ran: list[float] = []
 
     def factory(backend: str, settings: Any) -> Sandbox:
-        sandbox = registry.backend(backend).build(settings)  # the real engine: image ids, runtime
+        sandbox = build_sandbox(backend, settings)  # the real engine: image ids, runtime
 
         def run(request: RunRequest) -> RunResult:
             began = time.perf_counter()

@@ -69,7 +69,7 @@ from executor.gates.trust import TrustStore, TrustSubject
 from executor.prepare.request import run_request, unstage
 from executor.review import GateAnswer, HookReview, HookView
 from executor.runlog import append_records, cap_event, claim_once
-from executor.sandbox import homes, orphans, registry, staging
+from executor.sandbox import backends, homes, orphans, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.sandbox.depcache import DepCache, NeedState
 from executor.sandbox.staged_trees import StagedTrees
@@ -133,15 +133,15 @@ def _untrusted_note(details: Sequence[str], root: Path) -> str:
 
 
 def default_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
-    """Build a backend from the settings (:mod:`executor.sandbox.registry`; only what is used is loaded).
+    """Build a backend from the settings (:func:`executor.sandbox.backends.build_sandbox`; only what is used is loaded).
 
     The docker backend is cold here (a fresh container per run): a warm pool
     pays off only in a long-lived process (the daemon builds its own).
 
     Raises:
-        UnknownBackend: no backend is registered as ``backend``.
+        UnknownBackend: ``backend`` names no backend.
     """
-    return registry.backend(backend).build(settings)
+    return backends.build_sandbox(backend, settings)
 
 
 class HookExecutor:
@@ -428,7 +428,7 @@ class HookExecutor:
             labels = {**run.request.labels, orphans.DISPATCH_LABEL: self.token, orphans.OWNER_LABEL: orphans.owner_value()}
             run.request = replace(run.request, labels=labels)
             # A sandbox of an engine backend (a test's FakeSandbox is none): abort() asks that engine.
-            self._engine_used = self._engine_used or getattr(registry.find(sandbox.name), "engine", False)
+            self._engine_used = self._engine_used or backends.on_engine(sandbox.name)
             run.request, run.extras = homes.prepare(run.request, hook_id=hook.id, sandbox=sandbox,
                                                     settings=self.settings, environ=self._environ)
             run.result = sandbox.run(run.request)

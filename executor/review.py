@@ -42,7 +42,7 @@ from executor.gates.trust import (
     command_words,
 )
 from executor.prepare.request import staging_root
-from executor.sandbox import registry
+from executor.sandbox import backends
 from executor.sandbox.base import Sandbox
 from executor.sandbox.depcache import DepCache, NeedState, RunSetup, package_words, run_setup
 from executor.settings import Settings
@@ -252,9 +252,9 @@ class HookReview:
             "network": options.network, "mounts": list(options.mounts), "env": dict(hook.env),
             "memory": options.memory, "cpus": options.cpus, "pids": options.pids,
             "timeout": hook.timeout,
-            # The backend's own keys (registry.Backend.profile): the image's id; for docker under
+            # The backend's own keys (backends.trust_profile): the image's id; for docker under
             # gVisor, "isolation" (absent under a shared kernel, so those hashes are as before).
-            **registry.backend(options.backend).trust_profile(sandbox, options),
+            **backends.trust_profile(options.backend, sandbox, options),
         }
         if options.home != "tmp":  # only when asked: records of hooks without it keep their hash
             profile["home"] = options.home

@@ -22,7 +22,7 @@ def doctor() -> None:
         hookcage doctor
     """
     from executor.provision.doctor import Probe
-    from executor.sandbox.registry import backends
+    from executor.sandbox.backends import doctor_checks
     from executor.settings import load_settings
 
     settings = load_settings()
@@ -37,13 +37,11 @@ def doctor() -> None:
     _doctor_agents(report, settings.home)
     _doctor_dependencies(report)
     probe = Probe()  # what the checks share (the engine's client...)
-    for found in backends():  # each backend's checks (executor.sandbox.registry), in order
-        for check_fn in found.checks:
-            for check in check_fn(settings, probe):
-                click.echo("\n".join(check.lines()))
-                problems += check.ok is False
-                if check.stop:
-                    raise CliExit(1)
+    for check in doctor_checks(settings, probe):  # each backend's checks, in order
+        click.echo("\n".join(check.lines()))
+        problems += check.ok is False
+        if check.stop:
+            raise CliExit(1)
     click.echo("all good" if not problems else f"{problems} problem(s) found")
     if problems:
         raise CliExit(1)

@@ -143,9 +143,9 @@ def _asks_for(hook: Any, subject: Any) -> str:
             else "no capabilities (may deny, block, ask, add context)")
     box = hook.sandbox
     widening = []
-    from executor.sandbox.registry import backend
+    from executor.sandbox.backends import contained
 
-    if not backend(box.backend).contained:
+    if not contained(box.backend):
         widening.append("runs on the host, not sandboxed")
     if box.image:
         widening.append(f"image {field(box.image)}")

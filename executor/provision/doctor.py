@@ -11,13 +11,13 @@ from typing import Any
 
 from executor.provision.debootstrap import offline_build_tool
 from executor.provision.images import runner_image_current
-from executor.sandbox import registry
+from executor.sandbox import checks
 
 __all__ = ["Answers", "Probe"]
 
 
 class Answers:
-    """:class:`executor.sandbox.registry.Provisioning`, answered by this package."""
+    """:class:`executor.sandbox.checks.Provisioning`, answered by this package."""
 
     def runner_image_current(self, client: Any) -> bool:
         """Whether the runner image was built from this version's recipe (one inspect call)."""
@@ -28,7 +28,7 @@ class Answers:
         return offline_build_tool()
 
 
-class Probe(registry.Probe):
+class Probe(checks.Probe):
     """The doctor's probe: what its checks share, and the answers about building images."""
 
     provisioning = Answers()

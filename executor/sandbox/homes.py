@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from executor.core.protocol import HookOutcome
 from executor.core.text import cap_text, decode, redact, sanitize
 from executor.errors import SandboxError
-from executor.sandbox import registry
+from executor.sandbox import backends
 from executor.sandbox import staging as staging_folders
 from executor.sandbox.base import Bind, RunRequest
 
@@ -349,7 +349,7 @@ def prepare(
     extras = RunExtras()
     environ = os.environ if environ is None else environ
     target = env_file_target(environ)
-    docker = registry.backend(request.options.backend).engine  # its runs are containers (binds, their uid)
+    docker = backends.on_engine(request.options.backend)  # its runs are containers (binds, their uid)
     persistent = docker and request.options.home == "persistent"
     if not persistent and target is None:
         return request, extras

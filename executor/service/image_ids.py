@@ -1,7 +1,7 @@
 """Image ids as the engine last gave them, until the engine reports any change to an image.
 
 A repository's hook is trusted for the image it runs in, by id
-(``registry.image_part``): every dispatch of such a hook asks the engine
+(:func:`executor.sandbox.backends.trust_profile`): every dispatch of such a hook asks the engine
 ``inspect_image`` (a round trip, 2-20 ms on a busy machine). The daemon
 keeps the answer instead, and forgets every id as soon as the engine
 reports an image event (``tag``, ``untag``, ``pull``, ``load``, ``import``,

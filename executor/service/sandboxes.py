@@ -24,7 +24,7 @@ from typing import Any
 from executor.core.options import SandboxOptions
 from executor.errors import HookcageError, SandboxError
 from executor.executor import SandboxFactory
-from executor.sandbox import orphans, registry, staging
+from executor.sandbox import backends, orphans, staging
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.service.image_ids import ImageIds
 from executor.settings import Settings, load_settings
@@ -70,15 +70,15 @@ class _Shared(Sandbox):
 
 
 def pooled_sandbox_factory(backend: str, settings: Settings) -> Sandbox:
-    """The daemon's sandboxes: each backend's ``pooled`` variant (:mod:`executor.sandbox.registry`).
+    """The daemon's sandboxes: each backend's ``pooled`` variant (:func:`executor.sandbox.backends.build_sandbox`).
 
     For ``docker``, a warm pool (``pool_size`` or ``pool_total`` 0: the cold
     ``DockerSandbox``); the rest as in-process.
 
     Raises:
-        UnknownBackend: no backend is registered as ``backend``.
+        UnknownBackend: ``backend`` names no backend.
     """
-    return registry.backend(backend).build_pooled(settings)
+    return backends.build_sandbox(backend, settings, pooled=True)
 
 
 def sandbox_health(key: tuple[Any, ...], sandbox: Sandbox) -> dict[str, Any]:
@@ -109,9 +109,8 @@ class SharedSandboxes:
     def factory_for(self, base_env: Mapping[str, str]) -> SandboxFactory:
         """The sandbox factory of one request: the shared sandboxes lent, ``host`` made for its caller."""
         def factory(backend: str, settings: Settings) -> Sandbox:
-            per_caller = registry.backend(backend).per_caller
-            if per_caller is not None:  # host: runs with the caller's PATH, HOME and LANG
-                return per_caller(settings, base_env)
+            if not backends.shared_by_callers(backend):  # host: runs with the caller's PATH, HOME and LANG
+                return backends.build_sandbox(backend, settings, environ=base_env)
             shared = self.get(backend, settings)
             return _Shared(shared, self._image_ids(shared))
 
@@ -122,7 +121,7 @@ class SharedSandboxes:
         with self._lock:
             if id(sandbox) in self._ids:
                 return self._ids[id(sandbox)]
-            if self._closed or not getattr(registry.find(sandbox.name), "engine", False):
+            if self._closed or not backends.on_engine(sandbox.name):
                 return None
         try:
             client = getattr(sandbox, "client", None)  # connects: the engine may be away

@@ -11,7 +11,8 @@ modules, each with one job:
   what the engine is, and inspect/kill/wait/remove/``reap``.
 - :mod:`~executor.sandbox.docker.profile`: what a container looks like
   (``DockerProfile``, mounts, environment, ``container_args``).
-- :mod:`~executor.sandbox.docker.backend`: ``DockerSandbox``, one run.
+- :mod:`~executor.sandbox.docker.backend`: ``DockerSandbox``, one run (and
+  ``docker_options``: its arguments from the settings).
 
 The labels, margins and stream ids the pure pool helpers share live in
 :mod:`executor.sandbox.conventions` (no docker-py). Everything other modules
@@ -33,7 +34,7 @@ from executor.sandbox.conventions import (
     SYSTEMERR,
     UNLABELLED_GRACE,
 )
-from executor.sandbox.docker.backend import DockerSandbox
+from executor.sandbox.docker.backend import DockerSandbox, docker_options
 from executor.sandbox.docker.engine import (
     DEFAULT_API_TIMEOUT,
     APIClient,
@@ -126,6 +127,7 @@ __all__ = [
     "default_client",
     "default_user",
     "demux_frames",
+    "docker_options",
     "engine_info",
     "engine_source",
     "engine_traits",

@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import docker  # type: ignore[import-untyped, unused-ignore]
 
@@ -69,6 +70,9 @@ from executor.sandbox.engines import (
 )
 from executor.sandbox.paths import detect_path_map, resolve_path_map
 from executor.sandbox.runtimes import AUTO, resolve_runtime
+
+if TYPE_CHECKING:
+    from executor.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -352,6 +356,15 @@ class DockerSandbox(Sandbox):
                 self._client.close()
                 self._client = None
 
+
+
+def docker_options(settings: Settings) -> dict[str, Any]:
+    """The ``DockerSandbox`` arguments the settings give (the sandbox profile)."""
+    return {
+        "image": settings.image, "runtime": settings.runtime, "memory": settings.memory,
+        "cpus": settings.cpus, "pids": settings.pids, "tmpfs_size": settings.tmpfs_size,
+        "path_map": settings.path_map, "engine": settings.engine,
+    }
 
 def probe_sandbox(client: docker.APIClient, image: str | None) -> DockerSandbox:
     """The sandbox a path map probe runs in (:mod:`executor.sandbox.pathcheck`): ``image`` (None: the runner image)."""

@@ -1,4 +1,4 @@
-"""The docker backend's ``hookcage doctor`` checks (registered in :mod:`executor.sandbox.registry`),
+"""The docker backend's ``hookcage doctor`` checks (run in order by :func:`executor.sandbox.backends.doctor_checks`),
 and the one ``hookcage serve`` makes when it starts (:func:`refuse_wrong_home_mapping`).
 
 Each doctor check is ``(settings, probe) -> checks``; the engine's client and its
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from executor.errors import HookcageError, SandboxError, SandboxUnavailable
+from executor.sandbox.checks import Check, Probe
 from executor.sandbox.conventions import DEFAULT_IMAGE
 from executor.sandbox.docker.engine import EngineInfo, default_client, engine_info
 from executor.sandbox.docker.imagefacts import STATX_SHIM_LABEL, image_exists, inspect_image
-from executor.sandbox.registry import Check, Probe
 from executor.sandbox.runtimes import (
     AUTO,
     GET_GVISOR,
@@ -210,10 +210,9 @@ def workspace_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
     """
     from executor.core.text import one_line
     from executor.sandbox import pathcheck
-    from executor.sandbox.docker.backend import DockerSandbox
+    from executor.sandbox.docker.backend import DockerSandbox, docker_options
     from executor.sandbox.docker.engine import engine_url
     from executor.sandbox.paths import resolve_path_map
-    from executor.sandbox.registry import docker_options
 
     client, _ = engine_of(probe)
     url = engine_url(client)

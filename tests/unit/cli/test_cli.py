@@ -366,6 +366,61 @@ def test_dispatch_imports_no_other_command(tmp_path: Path) -> None:
     assert proc.stdout.splitlines()[-1] == "['executor.cli', 'executor.cli.common', 'executor.cli.dispatch']"
 
 
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], []])
+def test_the_command_list_imports_no_command(tmp_path: Path, args: list[str]) -> None:
+    """`hookcage --help` (and `hookcage` alone) lists every command from the group's table: no command's
+    module is imported, and each is listed with its one line."""
+    code = (f"import sys\nfrom executor.cli import main\ntry:\n    main({args!r})\n"
+            "except SystemExit:\n    print(sorted(m for m in sys.modules if m.startswith('executor.cli')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "HOOKCAGE_HOME": str(tmp_path), "COLUMNS": "80"})
+    assert proc.stdout.splitlines()[-1] == "['executor.cli', 'executor.cli.common']", proc.stderr
+    shown = proc.stdout if args else proc.stderr  # no command: the help as a usage error (exit 1), not one line
+    assert shown.startswith("Usage: hookcage [OPTIONS] COMMAND [ARGS]...\n")
+    assert "  trust      Review the project's hooks and trust them (trust on first use).\n" in shown
+    assert "  uninstall  Put back every file `hookcage install AGENT` changed, byte...\n" in shown  # as click cuts
+
+
+
+def test_a_group_with_no_command_shows_its_help_not_one_escaped_line(cli: Cli) -> None:
+    # Regression: under click 8.2+ `hookcage image` printed its help as one error line with literal \n.
+    proc = cli.run("image")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("Usage: hookcage image [OPTIONS] COMMAND [ARGS]...\n\n  Build and inspect")
+    assert "\\n" not in proc.stderr and "hookcage: error" not in proc.stderr
+
+def test_the_command_table_says_what_each_command_says() -> None:
+    """The summary `hookcage --help` lists without importing a command is the first paragraph of that
+    command's own help; the list is the one click writes from the commands themselves, at any width."""
+    import copy
+
+    import click
+
+    from executor.cli import COMMANDS
+    from executor.cli import cli as group
+
+    def listed(listing: click.Group, width: int) -> str:
+        formatter = click.HelpFormatter(width=width)
+        with click.Context(listing) as ctx:
+            click.Group.format_commands(listing, ctx, formatter) if listing is group else \
+                listing.format_commands(ctx, formatter)
+        return formatter.getvalue()
+
+    lazy = copy.copy(group)
+    lazy.commands = {}  # as in a fresh process: nothing imported
+    with click.Context(group) as ctx:  # imports every command
+        commands = {name: group.get_command(ctx, name) for name in COMMANDS}
+    for name, command in commands.items():
+        assert command is not None and command.name == name
+        first = (command.help or "").split("\n\n")[0].split()
+        assert COMMANDS[name][1] == " ".join(first), f"COMMANDS[{name!r}] is not {name}'s help"
+        assert not command.short_help and not command.hidden and not command.deprecated
+    assert sorted(COMMANDS) == group.list_commands(click.Context(group))
+    for width in (40, 78, 100):
+        assert listed(lazy, width) == listed(group, width), width
+
+
 def test_allow_edits_the_user_config_and_keeps_comments(cli: Cli) -> None:
     config = cli.home / "config.toml"
     config.write_text("# my settings\nmax_parallel = 4\n")

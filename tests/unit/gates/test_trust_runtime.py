@@ -126,3 +126,45 @@ def test_prune_keeps_a_shared_kernel_record_that_covers_gvisor_runs(project: Pat
     assert result.exit_code == 0, result.output
     assert "pruned 0 record(s)" in result.output
     assert runs(project, "runc")
+
+
+
+class ImageSandbox(RuntimeSandbox):
+    """A fake docker backend whose images have ids (``sha256:`` + the tag)."""
+
+    def image_identity(self, image: str | None) -> str:
+        return f"sha256:{image or 'default'}"
+
+
+@pytest.mark.parametrize(("backend", "runtime", "image", "profile", "digest"), [
+    ("docker", "runc", None,
+     '{"backend":"docker","cpus":null,"env":{"A":"1"},"image":"sha256:default","memory":null,"mounts":[],'
+     '"network":"none","pids":null,"timeout":60.0,"workspace":"ro"}',
+     "ffc707c0e7cdb6696b7e2862fb0f2f0d3bc4e7d34a9e1b0d9bf249684167b3b8"),
+    ("docker", "runsc", "python:3.12",
+     '{"backend":"docker","cpus":null,"env":{"A":"1"},"image":"sha256:python:3.12","isolation":"gvisor",'
+     '"memory":null,"mounts":[],"network":"none","pids":null,"timeout":60.0,"workspace":"ro"}',
+     "e454858a778bfcd4bff707f7406fc771048e18c9d2c9929929365e21b8e4c6f2"),
+    ("host", None, None,
+     '{"backend":"host","cpus":null,"env":{"A":"1"},"image":"host","memory":null,"mounts":[],'
+     '"network":"none","pids":null,"timeout":60.0,"workspace":"ro"}',
+     "2203b57b6e99e19963e0d5afaa2f782d2a0c4a19e62061f4849c8bfdaedbc214"),
+])
+def test_the_trust_profile_of_each_backend_hashes_as_it_always_did(
+        tmp_path: Path, backend: str, runtime: str | None, image: str | None, profile: str, digest: str) -> None:
+    """Every user's trust records hold these hashes: a backend's part of the profile (its image's id,
+    gVisor's ``isolation``) must stay byte for byte, or every reviewed hook asks for review again."""
+    from executor.core.hooks import HookSpec, Scope
+    from executor.core.matchers import compile_matcher
+    from executor.core.options import SandboxOptions
+    from executor.sandbox.host import HostSandbox
+
+    options = SandboxOptions(backend=backend, image=image)  # type: ignore[arg-type]
+    hook = HookSpec(event="Stop", matcher=compile_matcher(None), type="command", command="true",
+                    scope=Scope.PROJECT, source="/fixed/proj/.hookcage/hooks.json", json_path="hooks.Stop[0]",
+                    sandbox=options, env=(("A", "1"),))
+    sandboxes = {"docker": ImageSandbox(runtime or "runc"), "host": HostSandbox()}
+    with HookExecutor(load_settings(home=tmp_path / "home"), sandboxes=sandboxes, environ={}) as ex:
+        subject = ex.trust_subject(hook, Path("/fixed/proj"))
+    assert json.dumps(subject.profile, sort_keys=True, separators=(",", ":")) == profile
+    assert subject.digest() == digest

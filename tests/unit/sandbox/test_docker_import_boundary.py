@@ -25,7 +25,8 @@ PURE_MODULES = (
     "executor.sandbox.conventions",
     "executor.sandbox.warmjob",
     "executor.sandbox.poolbook",
-    "executor.sandbox.registry",
+    "executor.sandbox.backends",
+    "executor.sandbox.checks",
 )
 
 

@@ -145,7 +145,7 @@ def test_health_shows_the_pools_counters(tmp_path: Path) -> None:
 def test_a_lent_shared_sandbox_has_the_trust_profile_of_the_one_it_lends(tmp_path: Path) -> None:
     """A daemon run's trust profile is the in-process one: gVisor's ``isolation`` key included (it was lost)."""
     from executor.core.options import SandboxOptions
-    from executor.sandbox import registry
+    from executor.sandbox.backends import trust_profile
 
     class UnderGVisor(Recorded):
         def image_identity(self, image: str | None) -> str:
@@ -159,8 +159,7 @@ def test_a_lent_shared_sandbox_has_the_trust_profile_of_the_one_it_lends(tmp_pat
     try:
         lent = daemon.shared.factory_for({})("docker", load_settings())
         assert lent is not daemon.shared_sandbox("docker", load_settings()) and lent.runtime() == "runsc"
-        docker = registry.backend("docker")
-        assert docker.trust_profile(lent, SandboxOptions()) == docker.trust_profile(
-            UnderGVisor(load_settings()), SandboxOptions()) == {"image": "sha256:runner", "isolation": "gvisor"}
+        assert trust_profile("docker", lent, SandboxOptions()) == trust_profile(
+            "docker", UnderGVisor(load_settings()), SandboxOptions()) == {"image": "sha256:runner", "isolation": "gvisor"}
     finally:
         daemon.close()
