@@ -8,6 +8,13 @@ never in-process: when the service cannot answer, the caller blocks
 uses; ``ssl`` for ``https://`` only); :mod:`executor.entry` imports it only
 when ``$HOOKCAGE_URL`` is set.
 
+The exchange is the hand-written one of the local socket, not
+``http.client``'s, for the same reason: this runs in a process the agent
+starts per event, and ``http.client`` imports ``email``, ``ssl`` and
+``socket``, about 26-38 ms of start-up on the development machine, more
+than the whole ``http://`` client costs over the interpreter's start-up
+(``benchmarks/remote_client.py``; docs/service-client.md, "Cost").
+
 How the remote path works (:func:`remote`):
 
 1. :func:`parse_url` reads ``$HOOKCAGE_URL`` (``http(s)://HOST[:PORT][/PREFIX]``),
