@@ -296,15 +296,16 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-def spawn_event(row: Row, repo: Path, event: str, payload: dict[str, Any]) -> Callable[[], object] | None:
+def spawn_event(row: Row, repo: Path, event: str, payload: dict[str, Any],
+                transcript: Path | None = None) -> Callable[[], object] | None:
     """The route of ``event``, run as Claude Code runs it (``sh -c`` for a command, POST for http);
     None when hookcage routes no handler there (the agent spawns nothing)."""
     handler = row.route(event, str(payload.get("tool_name", "")))
     if handler is None:
         return None
     data = json.dumps({"session_id": f"{RUN}-{uuid.uuid4().hex[:8]}", "cwd": str(repo),
-                       "hook_event_name": event, "transcript_path": str(row.tmp / "transcript.jsonl"),
-                       **payload}).encode()
+                       "hook_event_name": event,
+                       "transcript_path": str(transcript or row.tmp / "transcript.jsonl"), **payload}).encode()
     env = row.event_env(repo)
     if handler.get("type") == "http":
         def post() -> None:
@@ -458,7 +459,7 @@ def wrap_launcher(row: Row) -> Path:
         "s=$(date +%s%N); in=$(cat)\n"
         f"out=$(printf '%s' \"$in\" | {real} \"$@\"); rc=$?\n"
         "e=$(date +%s%N)\n"
-        "ev=$(printf '%s' \"$in\" | grep -o '\"hook_event_name\": *\"[A-Za-z]*\"' | head -n 1 | tr -dc 'A-Za-z:')\n"
+        "ev=$(printf '%s' \"$in\" | grep -o '\"hook_event_name\": *\"[A-Za-z]*\"' | head -n 1 | tr -dc 'A-Za-z_:')\n"
         f"echo \"$s $e $rc ${{ev#hook_event_name:}}\" >> {log}\n"
         "printf '%s' \"$out\"; exit $rc\n")
     launcher.chmod(0o755)
@@ -538,7 +539,12 @@ def main() -> int:
             assert warm.daemon is not None
             pools.add(str(warm.daemon.pid))
             bash = {"tool_name": "Bash", "tool_input": {"command": "echo warm-up"}}
-            warm_up = spawn_event(warm, warm.repo, "PreToolUse", bash)
+            # As after an earlier session in this repository: its transcript where Claude Code keeps them
+            # (a pooled container serves every session of a project: docs/sandbox.md, the warm pool).
+            earlier = warm.home / ".claude" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(warm.repo))
+            earlier.mkdir(parents=True, exist_ok=True)
+            (earlier / "earlier-session.jsonl").write_text('{"type": "summary"}\n')
+            warm_up = spawn_event(warm, warm.repo, "PreToolUse", bash, earlier / "earlier-session.jsonl")
             for _ in range(2):  # the pool is filled, the files are read once
                 if warm_up is not None:
                     warm_up()

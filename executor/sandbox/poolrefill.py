@@ -59,6 +59,15 @@ REFILL_HOLD = 2.0
 in flight to end (counted from the oldest one's start): starting or removing a
 container costs the engine (and, on a small machine, the CPU) what the running hooks
 need. A run never waits for the pool: with no spare ready it goes cold."""
+SETTLE = 0.25
+"""Seconds without an event the pool's own engine work waits for, while every key it keeps
+has a spare ready (``note_event``): an agent sends a tool call's events in a burst
+(Claude Code: PreToolUse, the tool, PostToolUse, PostToolBatch) and then waits for its
+model; a refill started inside the burst competes on a small machine with the events
+still to come and with the agent itself (gVisor: ~0.4 s of CPU per container)."""
+SETTLE_MAX = 3.0
+"""Seconds at most the pool's engine work waits for such a quiet moment, so that events
+coming without a pause (no model in between) hold it back no longer than that."""
 DRY_WINDOW = 1.0
 """Seconds after a run found no spare ready during which the pool's engine work does not
 hold back: the pool is not keeping up, and each run it misses starts a container anyway."""
@@ -100,6 +109,7 @@ class RefillingDockerSandbox(DockerSandbox):
         staging_dir: str | None = None,
         refill_threads: int = 2,
         refill_hold: float = REFILL_HOLD,
+        settle: float = SETTLE,
         job_runner: bool = True,
         **options: Any,
     ) -> None:
@@ -117,6 +127,8 @@ class RefillingDockerSandbox(DockerSandbox):
             refill_threads: containers created at once when refilling.
             refill_hold: seconds at most that the pool's own engine work
                 (creating, removing) waits while warm runs are in flight.
+            settle: seconds without an event (``note_event``) that the same
+                work waits for while every key has a spare ready (0: none).
             job_runner: where the image has ``python3``, a pooled container
                 runs :mod:`executor.sandbox.jobrunner` rather than the sh
                 bootstrap (same job, far fewer system calls: what gVisor
@@ -150,6 +162,11 @@ class RefillingDockerSandbox(DockerSandbox):
         self._refill_hold = max(0.0, refill_hold)
         self._dry_at = -math.inf
         """When a run last found no spare of its key (monotonic)."""
+        self._settle = max(0.0, settle)
+        self._event_at = -math.inf
+        """When the last event began or ended (``note_event``; monotonic)."""
+        self._settling_since: float | None = None
+        """Since when the engine work has been waiting for a quiet moment (bounded by ``SETTLE_MAX``)."""
 
     # -- the refill side ---------------------------------------------------
 
@@ -208,19 +225,38 @@ class RefillingDockerSandbox(DockerSandbox):
             if not kept:
                 self._drop(spare)
 
+    def note_event(self) -> None:
+        """An event began or ended (the daemon says so for every event, with a hook or not).
+
+        While every key has a spare ready, creating and removing containers waits until
+        ``settle`` seconds pass without one (``SETTLE_MAX`` at most): out of the agent's burst.
+        """
+        with self._cond:
+            self._event_at = time.monotonic()
+
     def _hold(self, now: float) -> float:
-        """Seconds the pool's own engine work should still wait for the warm runs in flight (0: none).
+        """Seconds the pool's own engine work should still wait (0: none): for the warm runs in
+        flight (``refill_hold`` at most), and for a quiet moment between events (``settle``).
 
         Call with ``self._cond`` held.
         """
-        if self._closed or not self._flights or now - self._dry_at < DRY_WINDOW:
+        if self._closed or now - self._dry_at < DRY_WINDOW:
             # Runs going cold (the pool does not keep up, as under sustained load): refilling at
             # once costs the hooks in flight less than more runs starting their own containers.
             return 0.0
-        return max(0.0, min(self._flights.values()) + self._refill_hold - now)
+        hold = min(self._flights.values()) + self._refill_hold - now if self._flights else 0.0
+        quiet = self._event_at + self._settle
+        if quiet > now and not self._book.hungry(now):  # a spare of every key is ready: no hurry
+            if self._settling_since is None:
+                self._settling_since = now
+            if now - self._settling_since < SETTLE_MAX:
+                hold = max(hold, min(quiet, self._settling_since + SETTLE_MAX) - now)
+        else:
+            self._settling_since = None
+        return max(0.0, hold)
 
     def _await_quiet(self) -> None:
-        """Wait (bounded by ``refill_hold``) until no warm run is in flight."""
+        """Wait until no warm run is in flight (``refill_hold`` at most) and the events settle (``_hold``)."""
         with self._cond:
             while (hold := self._hold(time.monotonic())) > 0:
                 self._cond.wait(hold)
@@ -421,4 +457,4 @@ class RefillingDockerSandbox(DockerSandbox):
             thread.join(max(0.0, ends - time.monotonic()))
 
 
-__all__ = ["DRY_WINDOW", "EXIT_GRACE", "REFILL_HOLD", "PoolStats", "RefillingDockerSandbox"]
+__all__ = ["DRY_WINDOW", "EXIT_GRACE", "REFILL_HOLD", "SETTLE", "SETTLE_MAX", "PoolStats", "RefillingDockerSandbox"]

@@ -188,11 +188,14 @@ class Daemon:
         Raises:
             Refusal: the caller must answer in-process; nothing has run yet.
         """
+        self.shared.note_event()  # the warm pools refill out of an agent's burst of events
         try:
             return self._answer_local(request, watch)
         except Refusal:
             self.metrics.dispatched("local", agent_label(request.agent), "unknown", "refused", None)
             raise
+        finally:
+            self.shared.note_event()
 
     def _answer_local(self, request: DispatchRequest, watch: Watch | None) -> tuple[AgentAnswer, str]:
         self._check_code(request)

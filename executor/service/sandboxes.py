@@ -151,6 +151,16 @@ class SharedSandboxes:
                 sandbox = self._shared[key] = self._factory(backend, settings)
             return sandbox
 
+    def note_event(self) -> None:
+        """An event began or ended: each warm pool holds its own engine work until events settle
+        (:meth:`executor.sandbox.poolrefill.RefillingDockerSandbox.note_event`)."""
+        with self._lock:
+            shared = list(self._shared.values())
+        for sandbox in shared:
+            note = getattr(sandbox, "note_event", None)
+            if note is not None:
+                note()
+
     def health(self) -> list[dict[str, Any]]:
         """The shared sandboxes built so far, for ``GET /health`` (:func:`sandbox_health`)."""
         with self._lock:

@@ -1061,3 +1061,79 @@ def test_fake_engine_a_pooled_container_is_made_only_as_its_key_says(
     for container in client.containers.values():
         mounts = container.host.get("mounts") or []
         assert str(transcript_a) not in {m["Source"] for m in mounts}  # type: ignore[attr-defined, index]
+
+
+# -- the refill waits out an agent's burst of events ---------------------------------------------
+
+
+def _keep_events_coming(pool: PooledDockerSandbox, seconds: float) -> None:
+    """Events every 50 ms (a tool call's PostToolUse, PostToolBatch...) for ``seconds``."""
+    ends = time.monotonic() + seconds
+    while time.monotonic() < ends:
+        pool.note_event()
+        time.sleep(0.05)
+
+
+def _both_ready(pool: PooledDockerSandbox) -> None:
+    deadline = time.monotonic() + 5
+    while pool.stats().ready < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pool.stats().ready == 2
+
+
+def test_the_refill_waits_for_the_events_to_settle_while_a_spare_is_ready(
+    fake_pool: tuple[PooledDockerSandbox, FakeClient], project: Path
+) -> None:
+    pool, _client = fake_pool  # pool_size 2
+    assert pool.prewarm(fake_request(project), wait=5)
+    _both_ready(pool)
+    created = pool.stats().created
+    pool.note_event()
+    assert pool.run_with_path(fake_request(project))[1] == "warm"
+    _keep_events_coming(pool, 0.8)
+    assert pool.stats().created == created and pool.stats().ready == 1  # one spare still ready: no hurry
+    deadline = time.monotonic() + 5
+    while pool.stats().ready < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pool.stats().created == created + 1 and pool.stats().ready == 2  # once the events stopped
+
+
+def test_a_key_with_no_spare_left_is_refilled_at_once_whatever_the_events(
+    project: Path,
+) -> None:
+    client = FakeClient()
+    pool = PooledDockerSandbox(client=client, reap_on_start=False, user="1000:1000",  # type: ignore[arg-type]
+                               pool_size=1)
+    try:
+        assert pool.prewarm(fake_request(project), wait=5)
+        assert pool.run_with_path(fake_request(project))[1] == "warm"
+        thread = threading.Thread(target=_keep_events_coming, args=(pool, 1.5))
+        thread.start()
+        try:
+            assert pool.prewarm(fake_request(project), wait=1.0)  # while the events keep coming
+        finally:
+            thread.join()
+    finally:
+        pool.close()
+
+
+def test_events_without_a_pause_hold_the_refill_back_no_longer_than_settle_max(
+    fake_pool: tuple[PooledDockerSandbox, FakeClient], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from executor.sandbox import poolrefill
+
+    monkeypatch.setattr(poolrefill, "SETTLE_MAX", 0.4)
+    pool, _client = fake_pool
+    assert pool.prewarm(fake_request(project), wait=5)
+    _both_ready(pool)
+    created = pool.stats().created
+    assert pool.run_with_path(fake_request(project))[1] == "warm"
+    thread = threading.Thread(target=_keep_events_coming, args=(pool, 3.0))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 2.5
+        while pool.stats().ready < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert pool.stats().created == created + 1  # refilled while the events still came
+    finally:
+        thread.join()
