@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,8 @@ class SharedSandboxes:
         self._ids: dict[int, ImageIds] = {}  # id(shared sandbox) -> its image ids
         self._lock = lock
         self._closed = False
+        self._noted: tuple[Callable[[], None], ...] = ()
+        """Each shared sandbox's ``note_event`` (replaced whole, read without the lock)."""
 
     def factory_for(self, base_env: Mapping[str, str]) -> SandboxFactory:
         """The sandbox factory of one request: the shared sandboxes lent, ``host`` made for its caller."""
@@ -149,17 +151,16 @@ class SharedSandboxes:
             sandbox = self._shared.get(key)
             if sandbox is None:
                 sandbox = self._shared[key] = self._factory(backend, settings)
+                note = getattr(sandbox, "note_event", None)
+                if callable(note):
+                    self._noted = (*self._noted, note)
             return sandbox
 
     def note_event(self) -> None:
         """An event began or ended: each warm pool holds its own engine work until events settle
         (:meth:`executor.sandbox.poolrefill.RefillingDockerSandbox.note_event`)."""
-        with self._lock:
-            shared = list(self._shared.values())
-        for sandbox in shared:
-            note = getattr(sandbox, "note_event", None)
-            if note is not None:
-                note()
+        for note in self._noted:  # not under the daemon's lock: a sandbox being built holds it
+            note()
 
     def health(self) -> list[dict[str, Any]]:
         """The shared sandboxes built so far, for ``GET /health`` (:func:`sandbox_health`)."""
@@ -206,6 +207,7 @@ class SharedSandboxes:
             self._closed = True
             shared = list(self._shared.values())
             self._shared.clear()
+            self._noted = ()
             ids = list(self._ids.values())
             self._ids.clear()
         return shared, ids

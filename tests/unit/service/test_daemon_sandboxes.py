@@ -6,6 +6,8 @@ reaper every docker sandbox starts fails quietly.
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,5 +163,77 @@ def test_a_lent_shared_sandbox_has_the_trust_profile_of_the_one_it_lends(tmp_pat
         assert lent is not daemon.shared_sandbox("docker", load_settings()) and lent.runtime() == "runsc"
         assert trust_profile("docker", lent, SandboxOptions()) == trust_profile(
             "docker", UnderGVisor(load_settings()), SandboxOptions()) == {"image": "sha256:runner", "isolation": "gvisor"}
+    finally:
+        daemon.close()
+
+
+class _Noting(Sandbox):
+    name = "docker"
+
+    def __init__(self) -> None:
+        self.events = 0
+
+    def run(self, request: RunRequest) -> RunResult:
+        return RunResult(0)
+
+    def note_event(self) -> None:
+        self.events += 1
+
+
+def test_every_event_is_noted_by_the_shared_pools_even_while_a_sandbox_is_being_built() -> None:
+    import threading
+
+    from executor.service.sandboxes import SharedSandboxes
+
+    lock = threading.RLock()
+    made: list[_Noting] = []
+
+    def factory(backend: str, settings: Settings) -> Sandbox:
+        made.append(_Noting())
+        return made[-1]
+
+    shared = SharedSandboxes(factory, lock)
+    shared.note_event()  # nothing built yet: nothing to tell
+    shared.get("docker", load_settings())
+    shared.note_event()
+    assert made[0].events == 1
+    holder = threading.Thread(target=lambda: (lock.acquire(), time.sleep(1.0), lock.release()))
+    holder.start()  # as while another profile's sandbox is built (the engine connected, reaped)
+    time.sleep(0.1)
+    began = time.monotonic()
+    shared.note_event()
+    waited = time.monotonic() - began
+    holder.join()
+    assert made[0].events == 2 and waited < 0.5  # an event with no hook never waits for that
+    shared.detach()
+    shared.note_event()
+    assert made[0].events == 2  # detached: the daemon is stopping
+
+
+def test_the_daemon_notes_each_events_start_and_end(tmp_path: Path) -> None:
+    import base64
+    import json
+
+    from executor import __version__
+    from executor.service.daemon import DispatchRequest
+
+    made: list[_Noting] = []
+
+    def factory(backend: str, settings: Settings) -> Sandbox:
+        made.append(_Noting())
+        return made[-1]
+
+    daemon = Daemon(home=tmp_path / "home", sandbox_factory=factory)
+    try:
+        daemon.shared.get("docker", load_settings())
+        project = tmp_path / "project"
+        project.mkdir()
+        payload = base64.b64encode(json.dumps({"hook_event_name": "Stop", "cwd": str(project)}).encode()).decode()
+        request = DispatchRequest(version=__version__, event="Stop", agent="claude", payload_b64=payload,
+                                  env={"HOOKCAGE_HOME": str(tmp_path / "home"),
+                                       "DOCKER_HOST": os.environ["DOCKER_HOST"]}, home=str(tmp_path / "home"),
+                                  cwd=str(project))
+        answer, _ = daemon.answer(request)
+        assert answer.exit_code == 0 and made[0].events == 2
     finally:
         daemon.close()
