@@ -22,8 +22,8 @@ def setup() -> None:
 def setup_runsc(dry_run: bool, force: bool, daemon_json: Path | None) -> None:
     """Register an installed gVisor (runsc) with the local Docker engine, so hooks get gVisor.
 
-    Adds runtimes.runsc (the installed runsc, with --network=none) to
-    daemon.json, keeping every other key, after a backup
+    gVisor's runsc install adds runtimes.runsc (the installed runsc, with
+    --network=none) to daemon.json, keeping every other key, after a backup
     (daemon.json.hookcage-<UTC>.bak); reloads dockerd with SIGHUP (running
     containers are untouched); checks the engine lists runsc and that a
     container under it answers with gVisor's kernel. Running it again changes

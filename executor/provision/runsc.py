@@ -7,21 +7,26 @@ What it does, in order, stopping at the first refusal (one line each):
    engine: their runtimes are registered elsewhere).
 3. ``daemon.json`` (``dockerd --config-file``, else ``/etc/docker/daemon.json``)
    must parse as a JSON object; a file it cannot parse is never rewritten.
-4. The pure merge (:func:`executor.sandbox.runtimes.merge_runtime`) adds
-   ``runtimes.runsc = {"path": <which runsc>, "runtimeArgs": ["--network=none"]}``
-   and keeps every other key; an entry with other settings is refused unless
-   ``force``.
-5. As root only: a backup ``daemon.json.hookcage-<UTC>.bak``, an atomic write
-   (temporary file, fsync, rename, fsync of the directory), ``SIGHUP`` to
-   dockerd (a reload: running containers and other clients are not touched),
-   then wait until the engine lists ``runsc``. When it does not, the backup is
-   put back (and dockerd reloaded again): the file is never left in a state
-   the engine refused.
+4. The pure merge (:func:`executor.sandbox.runtimes.merge_runtime`) decides
+   what ``runtimes.runsc = {"path": <which runsc>, "runtimeArgs":
+   ["--network=none"]}`` changes: nothing (already there), a conflict (an
+   entry with other settings: refused unless ``force``), or an addition.
+5. As root only: a backup ``daemon.json.hookcage-<UTC>.bak``; gVisor's own
+   ``runsc install --runtime=runsc -- --network=none`` writes the entry into a
+   copy of the file in a private folder beside it (:func:`install_staged`:
+   runsc install rewrites its file in place and leaves a world-readable
+   ``~`` copy, so it never touches the real one); the copy must hold what the
+   merge said and nothing else, then replaces the file in one rename. Then
+   ``SIGHUP`` to dockerd (a reload: running containers and other clients are
+   not touched), and a wait until the engine lists ``runsc``. When it does
+   not, the old text is put back (and dockerd reloaded again): the file is
+   never left in a state the engine refused.
 6. A tiny network-less container under runsc answers ``uname -r`` (gVisor's
    kernel, not the host's).
 
-Running it again changes nothing. The engine side is a :class:`Engine` so the
-file handling is tested without a dockerd.
+Running it again changes nothing. The engine side is a :class:`Engine` and the
+write an :data:`Installer` (the real one: :func:`runsc_install`), so the file
+handling is tested without a dockerd.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import difflib
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -43,17 +49,23 @@ from executor.errors import HookcageError
 from executor.sandbox.docker.probe import STATX_BUG, lists_files, probe_run
 from executor.sandbox.runtimes import (
     GVISOR_RUNTIME,
+    RUNSC_ARGS,
     DaemonJsonError,
     merge_runtime,
     parse_daemon_json,
-    render_daemon_json,
     runtime_entry,
+    unexpected_keys,
 )
 
 DEFAULT_DAEMON_JSON = Path("/etc/docker/daemon.json")
 PID_FILE = Path("/var/run/docker.pid")
 RELOAD_WAIT = 30.0
 """Seconds to wait for the engine to list runsc after SIGHUP."""
+INSTALL_TIMEOUT = 60.0
+"""Seconds ``runsc install`` may take (it reads and writes one small file)."""
+
+Installer = Callable[[str, Path], None]
+"""Writes the runsc entry into the ``daemon.json`` at the path (the real one: :func:`runsc_install`)."""
 
 
 class SetupError(HookcageError):
@@ -116,17 +128,93 @@ def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
             handle.write(text)
             handle.flush()
             os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        replace_durably(Path(tmp), path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def replace_durably(staged: Path, path: Path) -> None:
+    """Rename ``staged`` (in ``path``'s file system) over ``path``: fsync of the file, rename, fsync of the folder."""
+    fd = os.open(staged, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(staged, path)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def runsc_install(runsc: str, path: Path) -> None:
+    """gVisor's ``runsc install --config_file=PATH --runtime=runsc -- --network=none`` (the runsc at ``runsc``).
+
+    It adds ``runtimes.runsc = {"path": <that runsc, resolved>, "runtimeArgs": [...]}``
+    and keeps the other keys (sorted, four-space indent); it rewrites the file
+    in place and leaves the old text in ``PATH~``: :func:`install_staged` runs
+    it on a copy. A runsc that also turns the engine's userland proxy off
+    unless told (newer than 20221219, whose ``install --help`` names
+    ``-userland-proxy``) is told to leave it.
+
+    Raises:
+        SetupError: runsc install failed (its last line in the message).
+    """
+    words = [runsc, "install", f"--config_file={path}", f"--runtime={GVISOR_RUNTIME}"]
+    usage = _run(runsc, [runsc, "install", "--help"])
+    if "-userland-proxy" in usage.stdout + usage.stderr:
+        words.append("--userland-proxy=true")  # without it: "userland-proxy": false for every container
+    done = _run(runsc, [*words, "--", *RUNSC_ARGS])
+    if done.returncode != 0:
+        said = [line.strip() for line in f"{done.stdout}\n{done.stderr}".splitlines() if line.strip()]
+        raise SetupError(f"{runsc} install failed (exit {done.returncode}): "
+                         + (said[-1][:300] if said else "no output"))
+
+
+def _run(runsc: str, words: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(words, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                              timeout=INSTALL_TIMEOUT, check=False, env={**os.environ, "LC_ALL": "C"})
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SetupError(f"{runsc} install could not run: {' '.join(str(exc).split())}") from None
+
+
+def install_staged(path: Path, old_text: str | None, expected: dict[str, Any], *, runsc: str,
+                   install: Installer, mode: int = 0o644) -> str:
+    """Let ``install`` write into a copy of ``path``, check the copy, rename it over ``path``; its new text.
+
+    The copy is ``old_text`` (an absent file: empty) in a private folder
+    (0700) beside ``path``, so the rename is atomic and runsc install's
+    ``~`` file (mode 0644 whatever the original's) is never readable by
+    others; the folder is removed whatever happens.
+
+    Raises:
+        SetupError: the installer failed, or the copy is not ``expected``
+            (unparseable, or other keys changed): ``path`` is left untouched.
+    """
+    stage = Path(tempfile.mkdtemp(prefix=f".{path.name}.hookcage-", dir=path.parent))
+    try:
+        copy = stage / path.name
+        copy.write_text(old_text or "", encoding="utf-8")
+        copy.chmod(mode)
+        install(runsc, copy)
+        new_text = _read(copy) or ""
+        try:
+            written = parse_daemon_json(new_text)
+        except DaemonJsonError as exc:
+            raise SetupError(f"runsc install wrote a copy of {path} that is {exc}: {path} left untouched") from None
+        changed = unexpected_keys(expected, written)
+        if changed:
+            raise SetupError(f"runsc install changed more than runtimes.runsc in a copy of {path} "
+                             f"({', '.join(changed)}): {path} left untouched")
+        copy.chmod(mode)
+        replace_durably(copy, path)
+        return new_text
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def backup_path(path: Path, now: datetime | None = None) -> Path:
@@ -158,6 +246,7 @@ def setup_runsc(
     is_root: bool | None = None,
     wait: float = RELOAD_WAIT,
     sleep: Callable[[float], None] = time.sleep,
+    install: Installer = runsc_install,
 ) -> Outcome:
     """Register ``runsc`` with ``engine`` (see the module's docstring for the steps).
 
@@ -169,6 +258,7 @@ def setup_runsc(
         dry_run: only show the diff.
         is_root: whether this process may write the file and signal dockerd
             (``os.geteuid() == 0`` when None).
+        install: what writes the entry (:func:`runsc_install`; tests pass a fake).
 
     Raises:
         SetupError: a refusal or a failed reload (one line, what and how to fix).
@@ -200,9 +290,11 @@ def setup_runsc(
         # dockerd --add-runtime runsc=...: the same name in daemon.json too would make the reload fail.
         raise SetupError(f"the engine already has a runtime named runsc, registered outside {path} "
                          "(dockerd --add-runtime?): left as it is")
-    new_text = render_daemon_json(merge.config) if merge.changed else (old_text or "")
     if dry_run:
         if merge.changed:
+            with tempfile.TemporaryDirectory(prefix="hookcage-setup-runsc-") as scratch:
+                new_text = install_staged(Path(scratch) / path.name, old_text, merge.config, runsc=runsc,
+                                          install=install)
             out.say(diff(path, old_text or "", new_text).rstrip("\n"))
             out.say(f"dry run: {path} not changed, dockerd not reloaded")
         else:
@@ -221,10 +313,15 @@ def setup_runsc(
             out.say(f"backed up {path} to {out.backup}")
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, new_text, mode)
+        try:
+            install_staged(path, old_text, merge.config, runsc=runsc, install=install, mode=mode)
+        except SetupError:
+            if out.backup is not None:  # of a file left as it was
+                out.backup.unlink(missing_ok=True)
+            raise
         out.changed = True
         replaced = " (replacing the entry that was there)" if merge.replaced else ""
-        out.say(f"added runtimes.runsc = {{path: {runsc}, runtimeArgs: [--network=none]}} to {path}"
+        out.say(f"runsc install added runtimes.runsc = {{path: {runsc}, runtimeArgs: [--network=none]}} to {path}"
                 f"{replaced}; every other key kept")
     engine.reload()
     deadline = time.monotonic() + wait

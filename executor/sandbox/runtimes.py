@@ -8,8 +8,10 @@ on Podman). :func:`isolation` says what that name means for a hook: its own
 user-space kernel (gVisor) or the host's kernel, shared with every container.
 
 :func:`merge_runtime` is the edit ``hookcage setup runsc`` makes to the
-engine's ``daemon.json``: one ``runtimes`` entry added, every other key kept.
-No I/O here: :mod:`executor.provision.runsc` reads, writes and reloads.
+engine's ``daemon.json`` (one ``runtimes`` entry added, every other key kept),
+and :func:`unexpected_keys` checks that ``runsc install`` made that edit and no
+other. No I/O here: :mod:`executor.provision.runsc` reads, runs ``runsc
+install`` and reloads.
 """
 
 from __future__ import annotations
@@ -147,11 +149,6 @@ def parse_daemon_json(text: str) -> dict[str, Any]:
     return data
 
 
-def render_daemon_json(config: Mapping[str, Any]) -> str:
-    """The text written back: two-space indent, keys in their order, a final newline."""
-    return json.dumps(config, indent=2) + "\n"
-
-
 @dataclass(frozen=True)
 class Merge:
     """What adding one runtime to ``daemon.json`` does.
@@ -203,3 +200,27 @@ def merge_runtime(config: Mapping[str, Any], name: str, entry: Mapping[str, Any]
     new = dict(config)
     new["runtimes"] = {**runtimes, name: wanted}
     return Merge(new, True, replaced=dict(current) if isinstance(current, dict) else {})
+
+
+def unexpected_keys(expected: Mapping[str, Any], written: Mapping[str, Any]) -> list[str]:
+    """The keys whose values differ between ``expected`` and ``written`` (``runtimes.NAME`` inside ``runtimes``).
+
+    Values compare as JSON data (key order and formatting do not count; an
+    integer rounded through a float does).
+
+    Example::
+
+        unexpected_keys({"mtu": 1400}, {"mtu": 1400, "userland-proxy": False})  # ["userland-proxy"]
+    """
+    found = []
+    for key in sorted(expected.keys() | written.keys()):
+        have, want = written.get(key, _ABSENT), expected.get(key, _ABSENT)
+        if key == "runtimes" and isinstance(have, dict) and isinstance(want, dict):
+            found += [f"runtimes.{name}" for name in sorted(have.keys() | want.keys())
+                      if have.get(name, _ABSENT) != want.get(name, _ABSENT)]
+        elif have != want:
+            found.append(key)
+    return found
+
+
+_ABSENT: Final = object()

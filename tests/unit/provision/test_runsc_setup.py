@@ -1,4 +1,9 @@
-"""`hookcage setup runsc`'s file handling against a fake engine: backup, atomic write, refusals, undo."""
+"""`hookcage setup runsc`'s file handling against a fake engine: backup, atomic write, refusals, undo.
+
+The entry is written by a stand-in for gVisor's ``runsc install`` that does to
+its file what the real one does (tests/unit/provision/test_runsc_install.py
+runs the real one).
+"""
 
 from __future__ import annotations
 
@@ -45,6 +50,15 @@ class FakeEngine:
     ls_error = ""
 
 
+def fake_install(runsc: str, path: Path) -> None:
+    """runsc install (20221219): the entry added, keys sorted, four-space indent, the old text in ``PATH~``."""
+    text = path.read_text()
+    config = json.loads(text) if text.strip() else {}
+    config.setdefault("runtimes", {})["runsc"] = {"path": runsc, "runtimeArgs": ["--network=none"]}
+    path.with_name(path.name + "~").write_text(text)
+    path.write_text(json.dumps(config, indent=4, sort_keys=True))
+
+
 @pytest.fixture
 def daemon_json(tmp_path: Path) -> Path:
     path = tmp_path / "daemon.json"
@@ -54,7 +68,8 @@ def daemon_json(tmp_path: Path) -> Path:
 
 
 def run(engine: FakeEngine, **kw: object) -> object:
-    return setup_runsc(engine, runsc="/usr/bin/runsc", is_root=True, wait=0.5, sleep=lambda s: None, **kw)  # type: ignore[arg-type]
+    return setup_runsc(engine, runsc="/usr/bin/runsc", is_root=True, wait=0.5, sleep=lambda s: None,  # type: ignore[arg-type]
+                       install=fake_install, **kw)
 
 
 def test_registers_keeps_keys_backs_up_reloads_and_verifies(daemon_json: Path) -> None:
@@ -84,9 +99,10 @@ def test_second_run_changes_nothing(daemon_json: Path) -> None:
 
 def test_dry_run_shows_the_diff_and_changes_nothing(daemon_json: Path) -> None:
     engine = FakeEngine(daemon_json)
-    out = setup_runsc(engine, runsc="/usr/bin/runsc", dry_run=True, is_root=False)  # type: ignore[arg-type]
+    out = setup_runsc(engine, runsc="/usr/bin/runsc", dry_run=True, is_root=False,  # type: ignore[arg-type]
+                      install=fake_install)
     shown = "\n".join(out.lines)
-    assert '+  "runtimes": {' in shown and '+      "path": "/usr/bin/runsc",' in shown and "-" + ORIGINAL in shown
+    assert '+    "runtimes": {' in shown and '+            "path": "/usr/bin/runsc",' in shown and "-" + ORIGINAL in shown
     assert daemon_json.read_text() == ORIGINAL and engine.reloads == 0
     assert not list(daemon_json.parent.glob("*.bak"))
 

@@ -13,9 +13,9 @@ from executor.sandbox.runtimes import (
     isolation,
     merge_runtime,
     parse_daemon_json,
-    render_daemon_json,
     resolve_runtime,
     runtime_entry,
+    unexpected_keys,
 )
 from executor.settings import load_settings
 
@@ -70,7 +70,8 @@ def test_merge_adds_runsc_and_keeps_every_key_in_order() -> None:
 def test_merge_is_idempotent_and_keeps_other_runtimes() -> None:
     config = {"runtimes": {"kata": {"path": "/opt/kata"}}}
     once = merge_runtime(config, "runsc", runtime_entry("/usr/bin/runsc"))
-    twice = merge_runtime(parse_daemon_json(render_daemon_json(once.config)), "runsc", runtime_entry("/usr/bin/runsc"))
+    written = json.dumps(once.config, indent=4, sort_keys=True)  # as runsc install writes it
+    twice = merge_runtime(parse_daemon_json(written), "runsc", runtime_entry("/usr/bin/runsc"))
     assert not twice.changed and twice.config == once.config
     assert once.config["runtimes"]["kata"] == {"path": "/opt/kata"}
 
@@ -105,6 +106,18 @@ def test_blank_daemon_json_is_empty() -> None:
 def test_runtimes_of_the_wrong_shape_are_refused(config: dict[str, object]) -> None:
     with pytest.raises(DaemonJsonError):
         merge_runtime(config, "runsc", runtime_entry("/usr/bin/runsc"), force=True)
+
+
+def test_what_runsc_install_wrote_is_checked_key_by_key() -> None:
+    expected = merge_runtime(parse_daemon_json(ORIGINAL), "runsc", runtime_entry("/usr/bin/runsc")).config
+    # runsc install sorts the keys and indents by four: the same data.
+    assert unexpected_keys(expected, json.loads(json.dumps(expected, indent=4, sort_keys=True))) == []
+    assert unexpected_keys(expected, {**expected, "userland-proxy": False}) == ["userland-proxy"]
+    assert unexpected_keys(expected, {k: v for k, v in expected.items() if k != "mtu"}) == ["mtu"]
+    other = {**expected, "runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": []}, "kata": {}}}
+    assert unexpected_keys(expected, other) == ["runtimes.kata", "runtimes.runsc"]
+    # Go reads numbers as floats: an integer past 2**53 comes back rounded.
+    assert unexpected_keys({"n": 12345678901234567890}, {"n": 12345678901234567000}) == ["n"]
 
 
 def test_under_gvisor_the_hooks_process_limit_is_rlimit_nproc(tmp_path: Path) -> None:
