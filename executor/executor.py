@@ -66,13 +66,14 @@ from executor.dialects.base import HookInput
 from executor.errors import HookcageError, SandboxError
 from executor.gates.allowlist import AllowCheck, AllowList
 from executor.gates.trust import TrustStore, TrustSubject
+from executor.prepare import homes, staging
+from executor.prepare.depcache import DepCache, NeedState
 from executor.prepare.request import run_request, unstage
+from executor.prepare.staged_trees import StagedTrees
 from executor.review import GateAnswer, HookReview, HookView
 from executor.runlog import append_records, cap_event, claim_once
-from executor.sandbox import backends, homes, orphans, staging
+from executor.sandbox import backends, orphans
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
-from executor.sandbox.depcache import DepCache, NeedState
-from executor.sandbox.staged_trees import StagedTrees
 from executor.settings import Settings, load_settings
 
 SandboxFactory = Callable[[str, Settings], Sandbox]
@@ -90,7 +91,7 @@ class _Run:
     result: RunResult | None = None
     outcome: HookOutcome | None = None
     dropped: tuple[str, ...] = ()
-    extras: homes.RunExtras | None = None  # persistent home, env file (executor.sandbox.homes)
+    extras: homes.RunExtras | None = None  # persistent home, env file (executor.prepare.homes)
 
 
 def _dialect_of(hook: HookSpec) -> Dialect:
@@ -249,7 +250,7 @@ class HookExecutor:
         check_payload(spec, payload)
         root = self.root_for(payload)
         refuse_own_dirs_in_project(self.settings.home, self.settings.managed_dir, root)
-        with contextlib.suppress(OSError):  # what a killed dispatch left (executor.sandbox.staging)
+        with contextlib.suppress(OSError):  # what a killed dispatch left (executor.prepare.staging)
             staging.sweep_once(self.settings.home)
         hookset = self.load(root, [dialect])
         session = str(payload.get("session_id") or "")
@@ -542,7 +543,7 @@ class HookExecutor:
         For a caller that has gone (``hookcage dispatch`` on SIGTERM, the
         daemon when its client hangs up). A run whose container is removed
         ends at once as an error; staged files go with their runs (or, in a
-        process about to exit, :func:`executor.sandbox.staging.remove_mine`). Runs in
+        process about to exit, :func:`executor.prepare.staging.remove_mine`). Runs in
         a warm pool's containers are not reached: they end at their timeout.
 
         Returns:

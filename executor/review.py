@@ -7,7 +7,7 @@ the allow-list (:mod:`executor.gates.allowlist`), and for a repository's hook
 its trust: what trusting it covers (:meth:`HookReview.trust_subject`: the
 command, the files it references and what they load, its sandbox profile,
 capabilities), whether the trust store holds that (:mod:`executor.gates.trust`),
-and whether its dependencies are in the cache (:mod:`executor.sandbox.depcache`).
+and whether its dependencies are in the cache (:mod:`executor.prepare.depcache`).
 :class:`~executor.executor.HookExecutor` runs what passes and ``hookcage list``
 shows every answer (:class:`HookView`). The review (``hookcage trust``) lists
 the hooks to review, fetches their dependencies and writes the records.
@@ -41,10 +41,10 @@ from executor.gates.trust import (
     collect_references,
     command_words,
 )
+from executor.prepare.depcache import DepCache, NeedState, RunSetup, package_words, run_setup
 from executor.prepare.request import staging_root
 from executor.sandbox import backends
 from executor.sandbox.base import Sandbox
-from executor.sandbox.depcache import DepCache, NeedState, RunSetup, package_words, run_setup
 from executor.settings import Settings
 
 

@@ -75,7 +75,7 @@ def _agent_help(dialects: Any) -> None:
 
 
 def _release_staging() -> None:
-    from executor.sandbox import staging
+    from executor.prepare import staging
 
     staging.release()
 
@@ -102,7 +102,7 @@ def _clean_up_on_signal(executors: list[Any]) -> None:
     import contextlib
     import signal
 
-    from executor.sandbox import staging
+    from executor.prepare import staging
 
     def handler(signum: int, frame: Any) -> None:
         for other in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

@@ -17,7 +17,8 @@ def gc(everything: bool) -> None:
     Example:
         hookcage gc
     """
-    from executor.sandbox import orphans, staging
+    from executor.prepare import staging
+    from executor.sandbox import orphans
     from executor.sandbox.docker import default_client, reap
     from executor.settings import load_settings
 

@@ -35,7 +35,7 @@ def home_list(as_json: bool) -> None:
     Example:
         hookcage home list
     """
-    from executor.sandbox.homes import human, list_homes, parse_size
+    from executor.prepare.homes import human, list_homes, parse_size
     from executor.settings import load_settings
 
     settings = load_settings()
@@ -71,7 +71,7 @@ def home_clear(hook_ids: Sequence[str], project: Path | None, clear_all: bool) -
         hookcage home clear --project .
         hookcage home clear --all
     """
-    from executor.sandbox.homes import clear_home, select_homes
+    from executor.prepare.homes import clear_home, select_homes
     from executor.settings import load_settings
 
     if not (hook_ids or project or clear_all):

@@ -344,7 +344,7 @@ def trust(ctx: click.Context, review_all: bool, hook_ids: Sequence[str], yes: bo
                    f"timeout {hook.timeout:g}s" + (f", env {field(dict(hook.env))}" if hook.env else ""))
         caps = field(", ".join(subject.capabilities)) or "none (may deny, block, ask, add context)"
         click.echo(f"    capabilities asked for: {caps}")
-        from executor.sandbox.homes import review_notes
+        from executor.prepare.homes import review_notes
 
         for note in review_notes(hook.sandbox.home, subject.capabilities):
             click.echo(f"    {note}")

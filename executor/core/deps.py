@@ -20,7 +20,7 @@ which covers the bytes of every file that names them (the script,
 ``package.json``, the lock file, local ``file:`` packages), the image they were
 installed for and the project's root: the trust record that pins those bytes
 pins the cache. :func:`own_need` tells a hook's own needs (its command names
-the script) from those of scripts it only covers. See :mod:`executor.sandbox.depcache`
+the script) from those of scripts it only covers. See :mod:`executor.prepare.depcache`
 for the fetching and the run-time mounts.
 """
 

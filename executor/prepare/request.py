@@ -3,7 +3,7 @@
 Before a hook runs, :func:`run_request` says what to run (its command, the
 environment hookcage gives it, its transcript, labels) and :func:`stage`
 writes the reviewed bytes of the files it references into a staging folder
-(``run-*``, :mod:`executor.sandbox.staging`) that the run mounts read-only
+(``run-*``, :mod:`executor.prepare.staging`) that the run mounts read-only
 over the workspace: the hook runs exactly what was hashed. After it,
 :func:`unstage` removes them (or gives a tree shared by the daemon back).
 """
@@ -20,10 +20,10 @@ from executor.core.envnames import IN_HOOK_VAR, PROJECT_DIR_VARS
 from executor.core.files import FileState
 from executor.core.hooks import HookSpec
 from executor.dialects.base import HookInput
-from executor.sandbox import homes, staging
+from executor.prepare import homes, staging
+from executor.prepare.depcache import RunSetup
+from executor.prepare.staged_trees import StagedTrees, tree_key
 from executor.sandbox.base import RunRequest
-from executor.sandbox.depcache import RunSetup
-from executor.sandbox.staged_trees import StagedTrees, tree_key
 from executor.settings import Settings
 
 
@@ -46,7 +46,7 @@ def run_request(
     Args:
         hook_input: what the hook reads (its agent's payload and variables).
         files: the reviewed files, written where the run mounts them (:func:`stage`).
-        deps: the dependency cache's binds and variables (:mod:`executor.sandbox.depcache`).
+        deps: the dependency cache's binds and variables (:mod:`executor.prepare.depcache`).
         in_hook: the value that proves to a ``hookcage dispatch`` inside the hook that it is in one.
         transcripts: remote mode: the only transcripts mounted (None: the payload's, as given).
         trees: the daemon's staged trees, shared by runs of the same reviewed bytes.

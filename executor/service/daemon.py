@@ -22,7 +22,7 @@ How this works:
    (:mod:`executor.filecache`: never stale); image ids are kept while the
    engine reports no image event (:mod:`executor.service.image_ids`); runs
    of the same reviewed bytes share a staged tree
-   (:mod:`executor.sandbox.staged_trees`), and an executor is closed (its
+   (:mod:`executor.prepare.staged_trees`), and an executor is closed (its
    staged files given back) after its answer has gone.
 4. ``POST /dispatch`` answers through :func:`executor.service.answer.dispatch_bytes`,
    the function ``hookcage dispatch`` runs in-process, so both print the same
@@ -41,7 +41,7 @@ How this works:
    or started, its containers are removed, so its runs end at once and
    their staged files go with them). Runs served by the warm pool are not
    reached and end at their timeout. At start, the daemon removes what
-   killed processes left: staging folders (:mod:`executor.sandbox.staging`) and
+   killed processes left: staging folders (:mod:`executor.prepare.staging`) and
    containers whose owning process is gone (:mod:`executor.sandbox.orphans`).
 7. One project cannot starve the daemon: at most :data:`MAX_PER_PROJECT`
    events of one project root are in flight on the socket
@@ -86,9 +86,9 @@ from executor.core.hooks import DOCKER_SOCKETS
 from executor.core.protocol import AgentAnswer
 from executor.dialects import DIALECTS, resolve_dialect
 from executor.executor import HookExecutor, SandboxFactory
-from executor.sandbox import staging
+from executor.prepare import staging
+from executor.prepare.staged_trees import StagedTrees
 from executor.sandbox.base import Sandbox
-from executor.sandbox.staged_trees import StagedTrees
 from executor.service import client, listener
 from executor.service.answer import dispatch_bytes, fail_closed_env, internal_error
 from executor.service.app import build_local_app

@@ -24,7 +24,8 @@ from typing import Any
 from executor.core.options import SandboxOptions
 from executor.errors import HookcageError, SandboxError
 from executor.executor import SandboxFactory
-from executor.sandbox import backends, orphans, staging
+from executor.prepare import staging
+from executor.sandbox import backends, orphans
 from executor.sandbox.base import RunRequest, RunResult, Sandbox
 from executor.service.image_ids import ImageIds
 from executor.settings import Settings, load_settings

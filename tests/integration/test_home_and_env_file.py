@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support import CliUser, agent_session, allow
 
-from executor.sandbox import homes
+from executor.prepare import homes
 from executor.sandbox.base import Bind, RunRequest
 from executor.sandbox.docker import default_user
 from executor.sandbox.pool import PooledDockerSandbox

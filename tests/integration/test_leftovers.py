@@ -125,7 +125,7 @@ def test_the_daemon_cancels_a_dispatch_whose_caller_hung_up(project: Project, do
         client.kill()  # the agent gives up on the hook
         client.wait(10)
         # The run's container goes at once; its staged tree of reviewed bytes may stay as the
-        # daemon's cache for the next run of the same bytes (executor.sandbox.staged_trees) and
+        # daemon's cache for the next run of the same bytes (executor.prepare.staged_trees) and
         # goes when the daemon stops (below).
         deadline = time.monotonic() + 10
         while project.containers(docker_api):

@@ -1,4 +1,4 @@
-"""What hooks' scripts need (executor.core.deps) and the pure parts of the cache (executor.sandbox.depcache)."""
+"""What hooks' scripts need (executor.core.deps) and the pure parts of the cache (executor.prepare.depcache)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from executor.core.deps import (
 )
 from executor.core.files import FileState
 from executor.errors import HookcageError
-from executor.sandbox.depcache import DEPS_MOUNT, RUN_UV_CACHE, RunSetup, Target, run_setup
+from executor.prepare.depcache import DEPS_MOUNT, RUN_UV_CACHE, RunSetup, Target, run_setup
 
 UV_SCRIPT = b"""#!/usr/bin/env -S uv run --script
 # /// script
@@ -450,8 +450,8 @@ def test_any_node_spec_manifest_or_lock_is_answered(spec: str, value: object) ->
 
 def test_a_projects_npmrc_is_not_given_to_npm(tmp_path: Path) -> None:
     """A reviewed `.npmrc` beside the package (registry=..., git=...) would redirect the install."""
+    from executor.prepare.depcache import DepCache
     from executor.sandbox.base import RunRequest, RunResult
-    from executor.sandbox.depcache import DepCache
 
     files = (state("h/package.json", b'{"dependencies": {"a": "^1"}}'), state("h/guard.js", b""),
              state("h/.npmrc", b"registry=http://evil.example/\ngit=/tmp/evil\n"))

@@ -2,8 +2,8 @@
 
 What is staged there: the reviewed bytes a run binds over the workspace
 (``run-*``, :mod:`executor.prepare.request`), a run's environment file (``env-*``,
-:mod:`executor.sandbox.homes`), a dependency fetch's work folder (``deps-*``,
-:mod:`executor.sandbox.depcache`) and the daemon's warm-pool overlay files
+:mod:`executor.prepare.homes`), a dependency fetch's work folder (``deps-*``,
+:mod:`executor.prepare.depcache`) and the daemon's warm-pool overlay files
 (``hookcage-pool-<pid>-*``, :mod:`executor.sandbox.poolrefill`).
 
 Each process removes its own folders when its runs end. What a killed

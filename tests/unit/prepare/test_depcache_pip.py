@@ -1,4 +1,4 @@
-"""The host's ``pip download`` under hookcage's guard (executor.sandbox.depcache.pip_download).
+"""The host's ``pip download`` under hookcage's guard (executor.prepare.depcache.pip_download).
 
 Real pip, a local ``--find-links`` folder, no network. The attack: a wheel from
 the index whose metadata depends on a source archive by URL. pip resolves it
@@ -19,7 +19,7 @@ import pytest
 from packaging.requirements import InvalidRequirement
 from pkgfixtures import evil_sources, sdist, wheel
 
-from executor.sandbox.depcache import (
+from executor.prepare.depcache import (
     PIP_REFUSED,
     Target,
     pip_download,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.sandbox import staging
+from executor.prepare import staging
 
 pytestmark = pytest.mark.spawns
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.spawns
 CHILD = """
 import sys, time
 from pathlib import Path
-from executor.sandbox import staging
+from executor.prepare import staging
 folder = staging.new_folder(Path(sys.argv[1]), sys.argv[2])
 (folder / "reviewed.sh").write_bytes(b"x" * 100000)
 print(folder, flush=True)

@@ -65,7 +65,7 @@ from executor.core.files import FileState
 from executor.core.options import SandboxOptions
 from executor.core.text import decode, first_line, sanitize
 from executor.errors import HookcageError
-from executor.sandbox import staging as staging_folders
+from executor.prepare import staging as staging_folders
 from executor.sandbox.base import Bind, RunRequest, RunResult
 
 DEPS_MOUNT = "/hookcage/deps"

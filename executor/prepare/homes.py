@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 from executor.core.protocol import HookOutcome
 from executor.core.text import cap_text, decode, redact, sanitize
 from executor.errors import SandboxError
+from executor.prepare import staging as staging_folders
 from executor.sandbox import backends
-from executor.sandbox import staging as staging_folders
 from executor.sandbox.base import Bind, RunRequest
 
 if TYPE_CHECKING:

@@ -20,7 +20,8 @@ from executor.core.options import SandboxOptions
 from executor.core.protocol import CAPABILITIES, HookOutcome, restrict
 from executor.errors import ConfigError
 from executor.executor import HookExecutor
-from executor.sandbox import FakeSandbox, RunRequest, RunResult, homes
+from executor.prepare import homes
+from executor.sandbox import FakeSandbox, RunRequest, RunResult
 from executor.service import client
 from executor.service.forwarding import project_environ
 from executor.settings import load_settings
