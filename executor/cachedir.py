@@ -1,4 +1,4 @@
-"""hookcage's cache folder: a fetched debootstrap, Podman's seccomp profile for hooks."""
+"""hookcage's cache folder: a fetched mmdebstrap, Podman's seccomp profile for hooks."""
 
 from __future__ import annotations
 

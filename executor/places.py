@@ -60,7 +60,7 @@ def outside_cwd(search: str) -> str:
     holds your home and the entry is under it: a command run from ``~``).
 
     What hookcage records or runs from PATH (the agent behind install's wrapper, hookcage's own
-    command, runsc, the compiler and debootstrap of an image build) comes from these only.
+    command, runsc, the compiler and mmdebstrap of an image build) comes from these only.
     """
     try:
         here: Path | None = Path(os.getcwd())

@@ -12,12 +12,12 @@ def image() -> None:
 
 @image.command(name="build")
 @click.option("--offline/--online", default=None,
-              help="Force the debootstrap path (no registry) or a pull of debian:bookworm-slim. "
+              help="Force the mmdebstrap path (no registry) or a pull of debian:bookworm-slim. "
                    "Default: debian:bookworm-slim when the engine has it or a registry gives it "
                    "(pull attempt bounded to 20 s of silence), else offline.")
-@click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: from apt sources).")
+@click.option("--mirror", default=None, help="Debian mirror for mmdebstrap, http(s) or file: (default: from apt sources).")
 @click.option("--rebuild", is_flag=True, help="Run docker build again on the existing base.")
-@click.option("--force", is_flag=True, help="Re-create the base with debootstrap too.")
+@click.option("--force", is_flag=True, help="Re-create the base with mmdebstrap too.")
 @click.option("--service", is_flag=True,
               help="Build the service images of compose.yaml (hookcage/service, hookcage/compose-agent) "
                    "FROM the runner, which is built first when missing or out of date; --rebuild and "
@@ -26,7 +26,7 @@ def image_build(offline: bool | None, mirror: str | None, rebuild: bool, force: 
     """Build hookcage/runner:<version> (sh, bash, python3, node + npm, uv, ruff, jq, git, shellcheck...).
 
     Works without a container registry: the base is made from Debian packages
-    with debootstrap (needs root; when it is not installed, hookcage fetches
+    with mmdebstrap (needs root; when it is not installed, hookcage fetches
     it with apt into its cache, nothing system-wide) and imported into the engine. With
     --service, also the images compose.yaml runs, from wheels prepared on this
     machine (nothing is downloaded inside a build; see docs/compose.md).

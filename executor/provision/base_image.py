@@ -1,33 +1,41 @@
-"""The offline base, ``hookcage/base:bookworm-<version>``: debootstrap, slimmed, imported into the engine.
+"""The offline base, ``hookcage/base:bookworm-<version>``: mmdebstrap's tarball streamed into the engine's import.
 
-No registry is touched: ``debootstrap --variant=minbase`` (the system's, or
-hookcage's own copy: :mod:`executor.provision.debootstrap`) writes a root
-filesystem from a Debian mirror, apt-get adds what debootstrap cannot resolve
-(:data:`~executor.provision.recipe.APT_AFTER_DEBOOTSTRAP`), the context's
-``slim.sh`` slims it, and ``tar`` streams it into the engine's image import.
-Needs root. The tools' per-package chatter is folded into one line per phase.
+No registry is touched. ``mmdebstrap --variant=minbase`` (the system's, or
+hookcage's own copy: :mod:`executor.provision.mmdebstrap`) resolves every
+package of RUNNER_PACKAGES with apt from a Debian mirror, runs the context's
+``slim.sh`` in the tree, and writes the tree as a tar to its stdout, which
+streams straight into the engine's image import: no chroot, mount or tar of
+ours. Its own hooks merge ``/usr`` as debootstrap does (``merged-usr``: the
+``usr-is-merged`` package, not ``usrmerge`` and its Perl modules) and show a
+``file:`` mirror (a local copy: no network at all) read-only inside the tree
+(``file-mirror-automount``). The import is untagged until mmdebstrap has
+exited 0: the image of a failed run is removed, and the tag keeps the base it
+had. Needs root. mmdebstrap says one line per phase; a long, quiet phase says
+it is still at it every :data:`HEARTBEAT` seconds.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import os
 import re
+import selectors
+import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from executor import __version__
-from executor.provision.debootstrap import Debootstrap, DebootstrapFetchError, find_debootstrap
+from executor.errors import SandboxUnavailable
 from executor.provision.mirror import MIRROR_ENV, resolve_mirror
+from executor.provision.mmdebstrap import Mmdebstrap, MmdebstrapFetchError, find_mmdebstrap
 from executor.provision.recipe import (
-    APT_AFTER_DEBOOTSTRAP,
     BASE_IMAGE,
     DEBIAN_SUITE,
     PACKAGES_LABEL,
@@ -47,29 +55,39 @@ from executor.sandbox.docker.imagefacts import (
     squashed,
 )
 
-__all__ = ["DEBIAN_KEYRING", "build_base_image", "debootstrap_packages"]
+__all__ = ["DEBIAN_KEYRING", "HEARTBEAT", "build_base_image", "imported_id", "mmdebstrap_command"]
 
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+HEARTBEAT = 15.0
+"""Seconds: a phase of mmdebstrap that says nothing for this long gets a line saying it is still at it."""
 _IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_STOP_WAIT = 30.0
+"""Seconds mmdebstrap gets to clean up after SIGTERM (the import failed) before SIGKILL."""
+_HOST_LEFTOVERS = (
+    'for f in etc/resolv.conf etc/hostname; do if [ -f "$1/$f" ] && [ ! -L "$1/$f" ]; then : > "$1/$f"; fi; done; '
+    'rm -f "$1/etc/dpkg/dpkg.cfg.d/99mmdebstrap"'
+)
+"""A customize hook: mmdebstrap copies the host's resolver and hostname (the engine gives both at run
+time), and keeps ``--dpkgopt`` in the tree (``force-unsafe-io`` is for this build only)."""
 
 
 @contextlib.contextmanager
-def _require_debootstrap(
+def _require_mmdebstrap(
     *, search_path: str | None = None, cache: Path | None = None, log: Log = log_stderr
-) -> Iterator[Debootstrap]:
-    """A debootstrap to run (the system's, else hookcage's copy, fetched once), after checking root and keyring.
+) -> Iterator[Mmdebstrap]:
+    """An mmdebstrap to run (the system's, else hookcage's copy, fetched once), after checking root and keyring.
 
     Args:
-        search_path: where to look for an installed debootstrap (default ``$PATH`` and the sbin folders).
+        search_path: where to look for an installed mmdebstrap (default ``$PATH`` and the sbin folders).
         cache: where a fetched copy is kept (default :func:`executor.cachedir.cache_dir`).
         log: where progress lines go.
 
     Raises:
-        ImageBuildError: we are not root, the keyring is missing, or no debootstrap could be had.
+        ImageBuildError: we are not root, the keyring is missing, or no mmdebstrap could be had.
     """
     if os.geteuid() != 0:
         raise ImageBuildError(
-            "debootstrap needs root to build the offline base image: run the build as root "
+            "mmdebstrap needs root to build the offline base image: run the build as root "
             "(e.g. sudo), or load debian:bookworm-slim into the engine and build online"
         )
     if not DEBIAN_KEYRING.is_file():
@@ -78,381 +96,198 @@ def _require_debootstrap(
             "install debian-archive-keyring (apt-get install debian-archive-keyring)"
         )
     try:
-        with find_debootstrap(search_path=search_path, cache=cache, log=log) as tool:
+        with find_mmdebstrap(search_path=search_path, cache=cache, log=log) as tool:
             yield tool
-    except DebootstrapFetchError as exc:
+    except MmdebstrapFetchError as exc:
         raise ImageBuildError(str(exc)) from exc
 
 
-_INDEX_FILES = ("InRelease", "Release", "Release.gpg", "Packages")
-_PHASES = {
-    "Retrieving": "retrieved and validated",
-    "Validating": "retrieved and validated",
-    "Extracting": "extracted",
-    "Unpacking": "unpacked",
-    "Configuring": "configured",
-}
-
-
-def _package_verb(words: Sequence[str]) -> str | None:
-    """The verb of a per-package debootstrap line (``I: Retrieving libc6 2.36-9``), else None."""
-    if len(words) < 3 or words[0] != "I:" or words[1] not in _PHASES:
-        return None
-    verb = words[1]
-    if verb in ("Retrieving", "Validating"):
-        return verb if len(words) == 4 and words[2] not in _INDEX_FILES else None
-    return verb if len(words) == 3 and words[2].endswith("...") else None
-
-
-_HEARTBEAT = 15.0
-"""Seconds: a long phase (unpacking, apt-get in the chroot) says how far it got at least this often."""
-_APT_PHASES = (("Get:", "downloaded"), ("Unpacking ", "unpacked"), ("Setting up ", "configured"))
-
-
-def _debootstrap_phase(text: str) -> tuple[str, bool] | None:
-    """(phase, counts a package) of a per-package debootstrap line, else None."""
-    verb = _package_verb(text.split())
-    return None if verb is None else (_PHASES[verb], verb != "Validating")
-
-
-def _apt_phase(text: str) -> tuple[str, bool] | None:
-    """(phase, counts a package) of a per-package ``apt-get install`` line, else None."""
-    for prefix, phase in _APT_PHASES:
-        if text.startswith(prefix):
-            return phase, True
-    return None
-
-
-class _PhaseLog:
-    """Fold a tool's per-package chatter into one line per phase, with a heartbeat in long phases.
+def mmdebstrap_command(
+    tool: Mmdebstrap, mirror: str, slim: Path, packages: Sequence[str] = RUNNER_PACKAGES
+) -> list[str]:
+    """The mmdebstrap command that writes the base's tar to stdout.
 
     Args:
-        log: where lines go.
-        name: the tool's name, the prefix of each line.
-        phase_of: (phase, counts) of a per-package line, else None.
-        echo: also log the tool's other lines (debootstrap's are few; apt's are noise).
-        clock: seconds (tests pass a fake).
+        tool: the mmdebstrap to run (its argv and hook folders).
+        mirror: the Debian mirror (http(s), or ``file:`` for a local one).
+        slim: the context's ``slim.sh``, run in the tree before it is written.
+        packages: what the base holds besides minbase.
     """
-
-    def __init__(
-        self,
-        log: Log,
-        name: str = "debootstrap",
-        phase_of: Callable[[str], tuple[str, bool] | None] = _debootstrap_phase,
-        *,
-        echo: bool = True,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._log = log
-        self._name = name
-        self._phase_of = phase_of
-        self._echo = echo
-        self._clock = clock
-        self._said = clock()
-        self._phase: str | None = None
-        self._count = 0
-        self.tail: collections.deque[str] = collections.deque(maxlen=20)
-        self.last_error: str | None = None
-
-    def _say(self, text: str) -> None:
-        self._log(f"{self._name}: {text}")
-        self._said = self._clock()
-
-    def line(self, raw: str) -> None:
-        """Take one output line of the tool."""
-        text = raw.rstrip()
-        if not text:
-            return
-        self.tail.append(text)
-        found = self._phase_of(text)
-        if found is not None:
-            phase, counts = found
-            if phase != self._phase:
-                self.flush()
-                self._phase = phase
-            self._count += counts
-            if self._clock() - self._said >= _HEARTBEAT:
-                self._say(f"... {self._phase} {self._count} packages so far")
-            return
-        self.flush()
-        if text.startswith("E:"):
-            self.last_error = text[2:].strip()
-        if self._echo or text.startswith(("E:", "W:")):
-            self._say(text.removeprefix("I: "))
-
-    def flush(self) -> None:
-        """Emit the pending ``<phase> N packages`` line, if any."""
-        if self._phase is not None:
-            self._say(f"... {self._phase} {self._count} packages")
-        self._phase, self._count = None, 0
-
-
-def debootstrap_packages(packages: Sequence[str] = RUNNER_PACKAGES) -> list[str]:
-    """The packages handed to ``debootstrap --include``: all but APT_AFTER_DEBOOTSTRAP."""
-    return [name for name in packages if name not in APT_AFTER_DEBOOTSTRAP]
-
-
-def _run_debootstrap(debootstrap: Debootstrap, rootfs: Path, mirror: str, log: Log) -> None:
-    """Run debootstrap into ``rootfs``, logging a summary.
-
-    Raises:
-        ImageBuildError: debootstrap failed (its last error is in the message).
-    """
-    cmd = [
-        *debootstrap.argv,
+    hooks = Path(tool.hooks)
+    command = [
+        *tool.argv,
+        "--mode=root",
         "--variant=minbase",
         "--components=main",
-        f"--include={','.join(debootstrap_packages())}",
+        f"--include={','.join(packages)}",
         f"--keyring={DEBIAN_KEYRING}",
+        "--dpkgopt=force-unsafe-io",  # the tree is written to a tar, never booted: no fsync per file
+        "--skip=output/dev",  # the engine gives /dev; device nodes would need mknod at the import
+        f"--hook-dir={hooks / 'merged-usr'}",
+    ]
+    if mirror.startswith("file:"):
+        command.append(f"--hook-dir={hooks / 'file-mirror-automount'}")  # unmounted before slim.sh runs
+    return [
+        *command,
+        f'--customize-hook=chroot "$1" /bin/sh -s < {shlex.quote(str(slim))}',
+        f"--customize-hook={_HOST_LEFTOVERS}",
         DEBIAN_SUITE,
-        str(rootfs),
+        "-",
         mirror,
     ]
-    env = dict(os.environ)
-    env.update(LC_ALL="C", DEBIAN_FRONTEND="noninteractive", **debootstrap.env)
-    env["PATH"] = env.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin"
-    log("running " + " ".join(cmd))
-    summary = _PhaseLog(log)
-    proc = subprocess.Popen(
-        cmd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=env,
-        text=True,
-        errors="replace",
-    )
+
+
+def _relay(stream: IO[bytes], log: Log, said: list[str], clock: Callable[[], float] = time.monotonic) -> None:
+    """mmdebstrap's stderr, every line kept in ``said``; its own (``I:``) lines and warnings and errors to ``log``.
+
+    A phase (``I: installing remaining packages inside the chroot...``) that
+    says nothing for HEARTBEAT seconds gets ``mmdebstrap: ... still <phase> (N s)``.
+    """
+    selector = selectors.DefaultSelector()
+    selector.register(stream, selectors.EVENT_READ)
+    phase, started, pending = "", clock(), b""
     try:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            summary.line(raw)
-        code = proc.wait()
+        while True:
+            if not selector.select(HEARTBEAT):
+                log(f"mmdebstrap: ... still {phase or 'working'} ({clock() - started:.0f} s)")
+                continue
+            chunk = os.read(stream.fileno(), 1 << 16)
+            *lines, pending = (pending + chunk).split(b"\n") if chunk else [pending, b""]
+            for raw in lines:
+                text = raw.decode("utf-8", "replace").rstrip()
+                if not text:
+                    continue
+                said.append(text)
+                if text.startswith("I: "):
+                    text = text[3:]
+                    if text.endswith("..."):
+                        phase, started = text.rstrip("."), clock()
+                elif not text.startswith(("W:", "E:")):
+                    continue  # apt's and dpkg's per-package chatter (in hooks): kept for the error only
+                log(f"mmdebstrap: {text}")
+            if not chunk:
+                return
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    summary.flush()
-    if code != 0:
-        logfile = rootfs / "debootstrap" / "debootstrap.log"
-        with contextlib.suppress(OSError):
-            for text in logfile.read_text(errors="replace").splitlines()[-15:]:
-                log("debootstrap.log: " + text)
-        reason = summary.last_error or (summary.tail[-1] if summary.tail else "no output")
-        raise ImageBuildError(
-            f"debootstrap {DEBIAN_SUITE} from {mirror} failed (exit {code}): {reason}; "
-            f"check the mirror (set {MIRROR_ENV}) and that {rootfs.parent} allows exec and device files"
-        )
+        selector.close()
 
 
-_PROXY_VARIABLES = (
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-)
+def _reason(said: Sequence[str]) -> str:
+    """The line that says why mmdebstrap failed: its last ``E:`` line, else its last line."""
+    errors = [line[2:].strip() for line in said if line.startswith("E:")]
+    return (errors or list(said) or ["no output"])[-1][:300]
 
 
-@contextlib.contextmanager
-def _mirror_visible_in(rootfs: Path, mirror: str) -> Iterator[None]:
-    """Make a ``file:`` mirror readable at its own path inside ``rootfs`` (a read-only bind mount).
-
-    Raises:
-        ImageBuildError: the bind mount failed.
-    """
-    if not mirror.startswith("file:"):
-        yield
-        return
-    source = Path("/" + mirror.removeprefix("file:").lstrip("/"))
-    target = rootfs / str(source).lstrip("/")
-    target.mkdir(parents=True, exist_ok=True)
-    for cmd in (
-        ["mount", "--bind", str(source), str(target)],
-        ["mount", "-o", "remount,bind,ro", str(target)],
-    ):
-        done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=False)
-        if done.returncode != 0:
-            subprocess.run(["umount", "--lazy", str(target)], capture_output=True, check=False)
-            raise ImageBuildError(
-                f"cannot show the mirror {source} inside the chroot ({' '.join(cmd[:2])} failed: "
-                f"{squashed(done.stderr)})"
-            )
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", "--lazy", str(target)], capture_output=True, check=False)
-
-
-def _apt_in_chroot(rootfs: Path, packages: Sequence[str], mirror: str, log: Log) -> None:
-    """``apt-get install`` what debootstrap could not (APT_AFTER_DEBOOTSTRAP) in ``rootfs``.
-
-    Uses the ``sources.list`` debootstrap wrote (the same mirror) and apt's own
-    signature checks (the base has debian-archive-keyring).
-
-    Raises:
-        ImageBuildError: apt-get failed (its last error is in the message).
-    """
-    if not packages:
-        return
-    env = {"PATH": _IMAGE_PATH, "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
-    env.update({k: v for k, v in os.environ.items() if k in _PROXY_VARIABLES})
-    script = (
-        "set -e; apt-get update -q --error-on=any; "
-        'apt-get install -y -q --no-install-recommends "$@"; apt-get clean'
-    )
-    log(f"apt-get install {' '.join(packages)} in the chroot (debootstrap cannot resolve them)")
-    summary = _PhaseLog(log, "apt-get", _apt_phase, echo=False)
-    installed = ""
-    with _mirror_visible_in(rootfs, mirror):
-        proc = subprocess.Popen(
-            ["chroot", str(rootfs), "/bin/sh", "-c", script, "sh", *packages],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            env=env,
-        )
-        try:
-            assert proc.stdout is not None
-            for raw in proc.stdout:
-                summary.line(raw)
-                if "newly installed" in raw:
-                    installed = raw.strip()
-            code = proc.wait()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    summary.flush()
-    if code != 0:
-        reason = summary.last_error or (summary.tail[-1] if summary.tail else "no output")
-        raise ImageBuildError(
-            f"apt-get install {' '.join(packages)} in the debootstrap tree failed "
-            f"(exit {code}): {reason}; check the mirror {mirror} (set {MIRROR_ENV})"
-        )
-    log(f"apt-get: {installed or 'done'}")
-
-
-def _slim_rootfs(rootfs: Path, context: Path, log: Log) -> None:
-    """Run the context's ``slim.sh`` chrooted in ``rootfs`` and drop host leftovers.
-
-    Raises:
-        ImageBuildError: the script failed.
-    """
-    log("slimming the root filesystem (docs, man pages, locales, apt lists)")
-    with (context / "slim.sh").open("rb") as script:
-        done = subprocess.run(
-            ["chroot", str(rootfs), "/bin/sh", "-s"],
-            stdin=script,
-            capture_output=True,
-            env={"PATH": _IMAGE_PATH, "LC_ALL": "C"},
-            check=False,
-        )
-    if done.returncode != 0:
-        raise ImageBuildError(
-            f"slimming the debootstrap tree failed (exit {done.returncode}): "
-            + squashed(done.stderr.decode(errors="replace")[-500:])
-        )
-    # debootstrap copies the host's resolver and hostname; the engine provides both at run time.
-    for name in ("etc/resolv.conf", "etc/hostname"):
-        target = rootfs / name
-        if target.is_file() and not target.is_symlink():
-            target.write_text("")
-
-
-def imported_id(answer: Any) -> str | None:
-    """The image id an import's answer names (``{"status": "sha256:..."}``, Podman's), if any."""
+def _messages(answer: Any) -> Iterator[dict[str, Any]]:
+    """The JSON objects of an import's answer, one per line."""
     for text in str(answer).splitlines():
         with contextlib.suppress(ValueError):
             message = json.loads(text)
-            for key in ("id", "status"):
-                value = message.get(key) if isinstance(message, dict) else None
-                if isinstance(value, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", value):
-                    return value
+            if isinstance(message, dict):
+                yield message
+
+
+def imported_id(answer: Any) -> str | None:
+    """The image id an import's answer names (``{"status": "sha256:..."}``, Podman's ``{"id": ...}``), if any."""
+    for message in _messages(answer):
+        for key in ("id", "status"):
+            value = message.get(key)
+            if isinstance(value, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", value):
+                return value
     return None
 
 
 def _chunks(stream: IO[bytes], counter: list[int], size: int = 1 << 20) -> Iterator[bytes]:
-    """Read ``stream`` in ``size`` chunks, adding their length to ``counter[0]``."""
-    while chunk := stream.read(size):
+    """What ``stream`` gives, as it comes (at most ``size`` bytes a chunk), adding their length to ``counter[0]``."""
+    while chunk := os.read(stream.fileno(), size):
         counter[0] += len(chunk)
         yield chunk
 
 
-def _import_rootfs(client: Any, rootfs: Path, log: Log, tag: str = BASE_IMAGE) -> str:
-    """Stream ``tar -C rootfs -c .`` into the engine's image import as ``tag`` (default BASE_IMAGE).
-
-    Raises:
-        ImageBuildError: tar or the import failed.
-        SandboxUnavailable: the engine went away.
-    """
-    repository, version = tag.rsplit(":", 1)
-    changes = [
+def _import_changes() -> list[str]:
+    """The image config the import gives the base (what a Dockerfile's ENV, CMD and LABEL would)."""
+    return [
         f"ENV PATH={_IMAGE_PATH}",
         "ENV LANG=C.UTF-8",
         'CMD ["bash"]',
         f"LABEL hookcage.image=base hookcage.version={__version__} "
         f"{PACKAGES_LABEL}={base_inputs()} "
-        f'org.opencontainers.image.title="hookcage base ({DEBIAN_SUITE}, debootstrap minbase)"',
+        f'org.opencontainers.image.title="hookcage base ({DEBIAN_SUITE}, mmdebstrap minbase)"',
     ]
-    log(f"importing the root filesystem as {tag}")
-    with tempfile.TemporaryFile() as tar_err:
-        tar = subprocess.Popen(
-            [
-                "tar",
-                "-C",
-                str(rootfs),
-                "--numeric-owner",
-                "--exclude=./dev/*",
-                "--exclude=./proc/*",
-                "--exclude=./sys/*",
-                "--exclude=./debootstrap",
-                "-c",
-                ".",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=tar_err,
+
+
+def _build(client: Any, tool: Mmdebstrap, mirror: str, context: Path, scratch: Path, tag: str, log: Log) -> str:
+    """Run mmdebstrap (temporary files in ``scratch``) into an untagged import; tag it once it succeeded.
+
+    Raises:
+        ImageBuildError: mmdebstrap or the import failed.
+        SandboxUnavailable: the engine went away.
+    """
+    command = mmdebstrap_command(tool, mirror, context / "slim.sh")
+    env = {**os.environ, "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive", "TMPDIR": str(scratch)}
+    env["PATH"] = env.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin"
+    log("running " + shlex.join(command))
+    said: list[str] = []
+    sent = [0]
+    answer: Any = None
+    refused: ImageBuildError | None = None
+    try:
+        proc = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
-        sent = [0]
-        try:
-            assert tar.stdout is not None
-            with engine_errors(f"importing {tag}"):
-                answer = api_of(client).import_image_from_stream(
-                    _chunks(tar.stdout, sent), repository=repository, tag=version, changes=changes
-                )
-        finally:
-            if tar.poll() is None and tar.stdout is not None:
-                tar.stdout.close()
-            code = tar.wait()
-        if code != 0:
-            tar_err.seek(0)
-            raise ImageBuildError(
-                f"tar of the debootstrap tree failed (exit {code}): "
-                + squashed(tar_err.read().decode(errors="replace")[-500:])
+    except OSError as exc:
+        raise ImageBuildError(f"cannot run {command[0]}: {squashed(exc)}") from exc
+    assert proc.stdout is not None and proc.stderr is not None
+    relay = threading.Thread(target=_relay, args=(proc.stderr, log, said), daemon=True)
+    relay.start()
+    try:
+        with engine_errors(f"importing {tag}"):
+            answer = api_of(client).import_image_from_stream(
+                _chunks(proc.stdout, sent), changes=_import_changes()
             )
-    for text in str(answer).splitlines():
-        with contextlib.suppress(ValueError):
-            message = json.loads(text)
-            if isinstance(message, dict) and message.get("error"):
-                raise ImageBuildError(f"importing {tag} failed: {message['error']}")
-    image_id = local_image_id(client, tag)
-    if image_id is None and (imported := imported_id(answer)):
-        # Podman 4.3's compatible import ignores the repository it is given (the image comes out
-        # untagged, its id in the answer): tag it by that id.
-        with engine_errors(f"tagging {tag}"):
-            api_of(client).tag(imported, repository, version)
-        image_id = local_image_id(client, tag)
+        refused = next((ImageBuildError(f"importing {tag} failed: {squashed(m['error'])}")
+                        for m in _messages(answer) if m.get("error")), None)
+    except ImageBuildError as exc:
+        refused = exc
+    finally:
+        code, stopped = _await(proc, stop=answer is None)
+        proc.stdout.close()
+        relay.join()
+    image_id = imported_id(answer)
+    if code != 0 or refused is not None:
+        if image_id is not None:  # an image of nothing, or of half a tar: never tagged
+            with contextlib.suppress(ImageBuildError, SandboxUnavailable), engine_errors("removing it"):
+                api_of(client).remove_image(image_id, force=True)
+        if refused is None or (code != 0 and not stopped):  # mmdebstrap's own failure comes first
+            raise ImageBuildError(
+                f"mmdebstrap {DEBIAN_SUITE} from {mirror} failed (exit {code}): {_reason(said)}; "
+                f"check the mirror (set {MIRROR_ENV}) and that {scratch.parent} allows exec and device files"
+            ) from refused
+        raise refused
     if image_id is None:
-        raise ImageBuildError(f"the engine accepted the import but has no {tag}: {answer!r}")
+        raise ImageBuildError(f"the engine accepted the import of {tag} but named no image: {answer!r}")
+    repository, version = tag.rsplit(":", 1)
+    with engine_errors(f"tagging {tag}"):
+        api_of(client).tag(image_id, repository, version)
+    if local_image_id(client, tag) is None:
+        raise ImageBuildError(f"the engine tagged {image_id[:19]} as {tag} but has no {tag}")
     log(f"imported {tag} ({image_id[:19]}, {sent[0] / 1e6:.0f} MB of tar)")
     return image_id
+
+
+def _await(proc: subprocess.Popen[bytes], *, stop: bool) -> tuple[int, bool]:
+    """mmdebstrap's exit status, and whether we stopped it (``stop``: the import failed, so its tar
+    has nowhere to go; it gets a moment to end by itself, then SIGTERM, on which it cleans up)."""
+    if not stop:
+        return proc.wait(), False
+    try:
+        return proc.wait(timeout=2), False
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+    try:
+        return proc.wait(timeout=_STOP_WAIT), True
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(), True
 
 
 def _mount_points_under(path: Path) -> list[str]:
@@ -470,7 +305,7 @@ def _mount_points_under(path: Path) -> list[str]:
 
 
 def _remove_tree(path: Path, log: Log) -> None:
-    """Delete a temporary root filesystem, never through a mount left inside it."""
+    """Delete mmdebstrap's temporary folder (empty unless it was killed), never through a mount left inside it."""
     for point in _mount_points_under(path):
         subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
     left = _mount_points_under(path)
@@ -494,7 +329,7 @@ def build_base_image(
     cache: Path | None = None,
     search_path: str | None = None,
 ) -> str:
-    """Make BASE_IMAGE offline (debootstrap, slim, import), or reuse it when it is current.
+    """Make BASE_IMAGE offline (mmdebstrap, slim, import), or reuse it when it is current.
 
     A present BASE_IMAGE is reused when its ``hookcage.packages`` label is
     :func:`base_inputs` (it holds every package of RUNNER_PACKAGES); one made
@@ -503,18 +338,18 @@ def build_base_image(
     Args:
         client: a connected docker-py client.
         mirror: the Debian mirror; default :func:`resolve_mirror`.
-        force: debootstrap again even when a current BASE_IMAGE exists.
+        force: run mmdebstrap again even when a current BASE_IMAGE exists.
         context: the runner build context holding ``slim.sh``; default :func:`runner_context`.
         log: where progress lines go.
         tag: the image to make (default BASE_IMAGE; tests make a throwaway one).
-        cache: where a fetched debootstrap is kept (default hookcage's cache).
-        search_path: where to look for an installed debootstrap (default ``$PATH`` and the sbin folders).
+        cache: where a fetched mmdebstrap is kept (default hookcage's cache).
+        search_path: where to look for an installed mmdebstrap (default ``$PATH`` and the sbin folders).
 
     Returns:
         The base image's id (``sha256:...``).
 
     Raises:
-        ImageBuildError: debootstrap is missing, we are not root, or a build step failed.
+        ImageBuildError: mmdebstrap is missing, we are not root, or a build step failed.
         SandboxUnavailable: the engine cannot be reached.
     """
     if not force:
@@ -524,20 +359,12 @@ def build_base_image(
             if labels.get(PACKAGES_LABEL) == base_inputs():
                 log(f"reusing {tag} ({existing[:19]})")
                 return existing
-            log(
-                f"{tag} ({existing[:19]}) was made for another package list: "
-                "making it again with debootstrap"
-            )
+            log(f"{tag} ({existing[:19]}) was made for another package list: making it again with mmdebstrap")
     context = context or runner_context()
     mirror_url = resolve_mirror(mirror)
-    with _require_debootstrap(search_path=search_path, cache=cache, log=log) as debootstrap:
-        rootfs = Path(tempfile.mkdtemp(prefix="hookcage-rootfs-"))
+    with _require_mmdebstrap(search_path=search_path, cache=cache, log=log) as tool:
+        scratch = Path(tempfile.mkdtemp(prefix="hookcage-mmdebstrap-"))
         try:
-            _run_debootstrap(debootstrap, rootfs, mirror_url, log)
-            _apt_in_chroot(
-                rootfs, [p for p in RUNNER_PACKAGES if p in APT_AFTER_DEBOOTSTRAP], mirror_url, log
-            )
-            _slim_rootfs(rootfs, context, log)
-            return _import_rootfs(client, rootfs, log, tag)
+            return _build(client, tool, mirror_url, context, scratch, tag, log)
         finally:
-            _remove_tree(rootfs, log)
+            _remove_tree(scratch, log)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from executor.provision.debootstrap import offline_build_tool
 from executor.provision.images import runner_image_current
+from executor.provision.mmdebstrap import offline_build_tool
 from executor.sandbox import checks
 
 __all__ = ["Answers", "Probe"]
@@ -24,7 +24,7 @@ class Answers:
         return runner_image_current(client)
 
     def offline_build_tool(self) -> tuple[bool, str]:
-        """Whether an offline build can have a debootstrap, and one line saying how."""
+        """Whether an offline build can have an mmdebstrap, and one line saying how."""
         return offline_build_tool()
 
 

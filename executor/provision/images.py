@@ -14,11 +14,12 @@ needs a network. The image is built ``FROM`` one of two bases:
   the Dockerfile ``apt-get install``s what is missing, so the build needs a
   Debian mirror.
 - **offline**: ``hookcage/base:bookworm-<version>``, made on this machine by
-  ``debootstrap --variant=minbase`` from a Debian mirror, slimmed, and
-  streamed as a tar into the engine's image import. No registry is touched
-  and the ``docker build`` runs with no network at all. Needs root; a
-  debootstrap that is not installed is fetched with apt into hookcage's
-  cache (:mod:`executor.provision.debootstrap`), nothing system-wide.
+  ``mmdebstrap --variant=minbase`` from a Debian mirror (or a local
+  ``file:`` one), slimmed, its tar streamed into the engine's image import
+  (:mod:`executor.provision.base_image`). No registry is touched and the
+  ``docker build`` runs with no network at all. Needs root; an mmdebstrap
+  that is not installed is fetched with apt into hookcage's cache
+  (:mod:`executor.provision.mmdebstrap`), nothing system-wide.
 
 By default the choice is automatic: online when the engine has
 ``debian:bookworm-slim`` or a registry gives it (the pull attempt gives up
@@ -30,7 +31,7 @@ wheel pins and the Dockerfile and ``slim.sh``) is returned as is; one built
 from other inputs is rebuilt (``rebuild=True`` runs ``docker build`` again
 anyway, which the layer cache makes quick; ``force=True`` also re-creates the
 base). The base image is reused while its ``hookcage.packages`` label matches
-the package list, so debootstrap runs once per package list and machine.
+the package list, so mmdebstrap runs once per package list and machine.
 
 Usable as ``python -m executor.provision.images [--offline|--online] [--rebuild] [--force]``,
 or ``python -m executor.provision.images --prepare DIR`` to write a ready build context
@@ -159,7 +160,7 @@ def _pull_slim(client: Any, log: Log) -> None:
     except ImageBuildError as exc:
         raise ImageBuildError(
             f"{exc}; without a registry, build offline instead (offline=True / --offline, "
-            "needs root; debootstrap is fetched with apt when not installed) or `docker load` the image"
+            "needs root; mmdebstrap is fetched with apt when not installed) or `docker load` the image"
         ) from exc.__cause__
 
 
@@ -180,7 +181,7 @@ def _choose_online(client: Any, log: Log, silence: float = _PULL_SILENCE) -> boo
     try:
         _pull_within(client, silence)
     except ImageBuildError as exc:
-        log(f"building offline (debootstrap, no registry needed): no {SLIM_IMAGE} ({exc})")
+        log(f"building offline (mmdebstrap, no registry needed): no {SLIM_IMAGE} ({exc})")
         return False
     log(f"building online: FROM {SLIM_IMAGE}, pulled from the registry")
     return True
@@ -385,13 +386,13 @@ def build_runner_image(
 
     Args:
         client: a docker-py client; default one from the environment (closed after).
-        offline: True builds FROM a debootstrapped BASE_IMAGE (reused when
+        offline: True builds FROM BASE_IMAGE, made by mmdebstrap (reused when
             current); False builds FROM SLIM_IMAGE, pulling it when absent;
             None (default) builds FROM SLIM_IMAGE when the engine has it or
             pulls it (giving up after 20 s without an answer), else offline.
         log: where progress lines go (default: stderr).
         mirror: the Debian mirror (default :func:`resolve_mirror`).
-        force: rebuild everything: debootstrap a new base (offline) and build
+        force: rebuild everything: a new base by mmdebstrap (offline) and build
             the runner without the layer cache.
         rebuild: run ``docker build`` again even if RUNNER_IMAGE is current,
             reusing the base and the layer cache (quick, and the same id,
@@ -430,7 +431,7 @@ def build_runner_image(
                 use_offline = not _choose_online(engine, log)
             machine = engine_machine(engine)
             with tempfile.TemporaryDirectory(prefix="hookcage-context-") as scratch:
-                # The wheels first: a missing one fails in seconds, before any debootstrap.
+                # The wheels first: a missing one fails in seconds, before any mmdebstrap.
                 build_context = prepare_context(context, Path(scratch) / "runner", machine, log=log)
                 if use_offline:
                     previous.append(local_image_id(engine, BASE_IMAGE))
@@ -482,7 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dest="offline",
         action="store_true",
         default=None,
-        help="debootstrap the base (no registry needed)",
+        help="make the base with mmdebstrap (no registry needed)",
     )
     mode.add_argument(
         "--online",

@@ -89,7 +89,7 @@ def mirror_from_apt_sources(
     fallback: str | None = None
     for uri, entry_suite in _apt_entries(etc_apt):
         if not uri.startswith(("http://", "https://", "file:/")):
-            continue  # cdrom:, mirror+file:, tor+http: ... mean nothing to debootstrap
+            continue  # cdrom:, mirror+file:, tor+http: ... mean nothing to mmdebstrap
         uri = uri.rstrip("/")
         if entry_suite.rstrip("/") == suite:
             return uri

@@ -5,7 +5,7 @@ version, :data:`RUNNER_PACKAGES`, the :data:`RUNNER_WHEELS` pins, the build
 context's ``Dockerfile``, ``slim.sh`` and ``statx-shim.c``, and whether the
 statx shim can be compiled); the image carries it as its ``hookcage.inputs``
 label, and an image with another value is rebuilt. ``base_inputs`` does the
-same for the debootstrapped base (its ``hookcage.packages`` label).
+same for the offline base mmdebstrap makes (its ``hookcage.packages`` label).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from executor.sandbox.docker import DEFAULT_IMAGE
 from executor.sandbox.docker.imagefacts import ImageBuildError, squashed
 
 __all__ = [
-    "APT_AFTER_DEBOOTSTRAP",
     "BASE_IMAGE",
     "DEBIAN_SUITE",
     "INPUTS_LABEL",
@@ -51,7 +50,7 @@ DEBIAN_SUITE = "bookworm"
 RUNNER_IMAGE = DEFAULT_IMAGE
 """The default image every docker-sandboxed hook runs in."""
 BASE_IMAGE = f"hookcage/base:{DEBIAN_SUITE}-{__version__}"
-"""The debootstrapped base the offline build imports (kept to skip debootstrap next time)."""
+"""The base mmdebstrap makes for the offline build (kept to skip mmdebstrap next time)."""
 SLIM_IMAGE = f"debian:{DEBIAN_SUITE}-slim"
 """The registry base the online build starts from."""
 RUNNER_PACKAGES: tuple[str, ...] = (
@@ -137,16 +136,9 @@ PROJECT==VERSION`` (``sha256sum`` of the wheel) or from PyPI's file list.
 INPUTS_LABEL = "hookcage.inputs"
 """Runner image label: :func:`runner_inputs` of the build that made it."""
 PACKAGES_LABEL = "hookcage.packages"
-"""Base image label: :func:`base_inputs` of the debootstrap that made it."""
+"""Base image label: :func:`base_inputs` of the mmdebstrap run that made it."""
 TOOLS_DIR = "tools"
 """Where, in the prepared build context, the wheels' binaries are (COPYed to /usr/local/bin)."""
-APT_AFTER_DEBOOTSTRAP: tuple[str, ...] = ("npm",)
-"""Packages of RUNNER_PACKAGES that debootstrap cannot install: apt-get installs them in the chroot after.
-
-debootstrap's resolver does not follow virtual packages, and npm's
-dependencies name some (node-has, node-cssesc, node-postcss-selector-parser,
-...), so dpkg would leave it unconfigured.
-"""
 STATX_SHIM_SOURCE = "statx-shim.c"
 """The shim's C source in the runner build context (compiled by the host's cc at build time)."""
 STATX_SHIM_DIR = "shim"
@@ -171,7 +163,7 @@ def _digest(data: object) -> str:
 
 
 def base_inputs(packages: Sequence[str] = RUNNER_PACKAGES) -> str:
-    """What the debootstrapped base is made of: the suite and the package list, hashed.
+    """What the offline base is made of: the suite and the package list, hashed.
 
     BASE_IMAGE carries it as its ``hookcage.packages`` label; a base with
     another value (or none) lacks packages and is made again.

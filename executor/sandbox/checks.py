@@ -54,7 +54,7 @@ class Provisioning(Protocol):
         """Whether the runner image was built from this version's recipe (one inspect call)."""
 
     def offline_build_tool(self) -> tuple[bool, str]:
-        """Whether an offline build can have a debootstrap, and one line saying how."""
+        """Whether an offline build can have an mmdebstrap, and one line saying how."""
 
 
 class Probe:

@@ -1,6 +1,6 @@
 """The runner image and its builder (executor.provision.images), against the real engine.
 
-These tests never run debootstrap and never pull: they need the runner image
+These tests never run mmdebstrap and never pull: they need the runner image
 to exist already (build it once with ``python -m executor.provision.images``, a few
 minutes offline) and skip otherwise. ``build_runner_image`` is idempotent by
 design: with a current image present (its inputs label matches) it returns
@@ -431,12 +431,12 @@ def test_rebuild_reuses_the_base_and_the_layer_cache(
 ) -> None:
     base = client.api.inspect_image(BASE_IMAGE) if image_exists(client, BASE_IMAGE) else None
     if base is None or base["Config"]["Labels"].get(PACKAGES_LABEL) != base_inputs():
-        pytest.skip(f"no current {BASE_IMAGE} (runner built online?); a rebuild would debootstrap")
+        pytest.skip(f"no current {BASE_IMAGE} (runner built online?); a rebuild would run mmdebstrap")
 
-    def no_debootstrap(*args: object, **kwargs: object) -> None:
-        raise AssertionError("debootstrap must not run when the base image exists")
+    def no_mmdebstrap(*args: object, **kwargs: object) -> None:
+        raise AssertionError("mmdebstrap must not run when the base image exists")
 
-    monkeypatch.setattr(base_image, "_run_debootstrap", no_debootstrap)
+    monkeypatch.setattr(base_image, "_build", no_mmdebstrap)
     lines: list[str] = []
     rebuilt = build_runner_image(client, offline=True, rebuild=True, log=lines.append)
     assert any(line.startswith("reusing " + BASE_IMAGE) for line in lines)
@@ -466,22 +466,22 @@ def test_engine_lost_mid_way_is_sandbox_unavailable() -> None:
 
 
 @pytest.mark.docker
-def test_without_debootstrap_nor_apt_it_says_what_to_do(
+def test_without_mmdebstrap_nor_apt_it_says_what_to_do(
     client: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    # No debootstrap installed, none in hookcage's (fresh) cache, and no apt to fetch one.
+    # No mmdebstrap installed, none in hookcage's (fresh) cache, and no apt to fetch one.
     monkeypatch.setenv("HOOKCAGE_HOME", str(tmp_path))
     monkeypatch.setattr(images.shutil, "which", lambda *a, **k: None)
-    with pytest.raises(ImageBuildError, match=r"neither debootstrap nor apt-get") as caught:
+    with pytest.raises(ImageBuildError, match=r"neither mmdebstrap nor apt-get") as caught:
         build_runner_image(client, offline=True, force=True, log=lambda _: None)
-    assert "install debootstrap" in str(caught.value)
+    assert "install mmdebstrap" in str(caught.value)
     assert isinstance(caught.value, SandboxError)
     assert "\n" not in str(caught.value)
 
 
 @pytest.mark.docker
-def test_debootstrap_as_non_root_is_refused(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(images.shutil, "which", lambda *a, **k: "/usr/sbin/debootstrap")
+def test_mmdebstrap_as_non_root_is_refused(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(images.shutil, "which", lambda *a, **k: "/usr/bin/mmdebstrap")
     monkeypatch.setattr(images.os, "geteuid", lambda: 1000)
     with pytest.raises(HookcageError, match="needs root"):
         build_runner_image(client, offline=True, force=True, log=lambda _: None)

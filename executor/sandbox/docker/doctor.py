@@ -149,14 +149,14 @@ def _gvisor_lists(probe: Probe, runtime: str) -> Iterator[Check]:
 
 
 def offline_build_checks(settings: Settings, probe: Probe) -> Iterator[Check]:
-    """Whether the runner image can be built without a registry (debootstrap, installed or fetched)."""
+    """Whether the runner image can be built without a registry (mmdebstrap, installed or fetched)."""
     if probe.provisioning is None:
         return
     client, _ = engine_of(probe)
     offline_ready, offline_how = probe.provisioning.offline_build_tool()
     yield Check(f"image build without a registry: {offline_how}",
                 ok=offline_ready or image_exists(client, settings.image or DEFAULT_IMAGE),
-                fix="install debootstrap with your package manager")
+                fix="install mmdebstrap with your package manager")
 
 
 def path_map_checks(settings: Settings, probe: Probe) -> Iterator[Check]:

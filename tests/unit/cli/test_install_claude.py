@@ -226,13 +226,13 @@ def test_hookcage_s_own_command_is_never_taken_from_the_current_directory(
 def test_what_hookcage_runs_or_registers_from_path_is_never_the_checkouts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The siblings of install's fallback: the compiler of the statx shim and debootstrap (run at an
+    """The siblings of install's fallback: the compiler of the statx shim and mmdebstrap (run at an
     image build), and the runsc `setup runsc` registers with dockerd (run as root by every container)."""
     from executor.cli.setup import shutil_which
-    from executor.provision.debootstrap import system_debootstrap
+    from executor.provision.mmdebstrap import system_mmdebstrap
     from executor.provision.recipe import shim_compiler
 
-    for name in ("cc", "debootstrap", "runsc", "mycc"):
+    for name in ("cc", "mmdebstrap", "runsc", "mycc"):
         _script(tmp_path / name, "repository")
         _script(tmp_path / "bin" / name, "repository")
     monkeypatch.chdir(tmp_path)
@@ -241,7 +241,7 @@ def test_what_hookcage_runs_or_registers_from_path_is_never_the_checkouts(
     assert shim_compiler({"PATH": path}) is None
     assert shim_compiler({"PATH": path, "CC": "./mycc -O2"}) is None
     assert shim_compiler({"PATH": path, "CC": "mycc"}) is None
-    assert system_debootstrap(path) is None
+    assert system_mmdebstrap(path) is None
     assert shutil_which("runsc") is None
     _script(tmp_path.parent / f"{tmp_path.name}-sys" / "cc", "system")
     assert shim_compiler({"PATH": f"{path}:{tmp_path.parent}/{tmp_path.name}-sys"}) == \

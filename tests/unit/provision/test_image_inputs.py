@@ -22,7 +22,7 @@ import pytest
 
 from executor.errors import SandboxError
 from executor.provision import base_image, images
-from executor.provision.base_image import build_base_image, debootstrap_packages
+from executor.provision.base_image import build_base_image
 from executor.provision.build_context import (
     WHEELHOUSE_ENV,
     extract_binaries,
@@ -32,7 +32,6 @@ from executor.provision.build_context import (
 )
 from executor.provision.images import build_runner_image
 from executor.provision.recipe import (
-    APT_AFTER_DEBOOTSTRAP,
     BASE_IMAGE,
     INPUTS_LABEL,
     PACKAGES_LABEL,
@@ -152,14 +151,6 @@ def test_wheel_pins_are_exact_and_hashed_for_both_machines() -> None:
         )
     uv = next(tool for tool in RUNNER_WHEELS if tool.project == "uv")
     assert uv.binaries == ("uv", "uvx")
-
-
-def test_debootstrap_leaves_npm_to_apt() -> None:
-    assert set(APT_AFTER_DEBOOTSTRAP) <= set(RUNNER_PACKAGES)
-    assert "npm" in APT_AFTER_DEBOOTSTRAP
-    included = debootstrap_packages()
-    assert "npm" not in included and "nodejs" in included
-    assert set(included) | set(APT_AFTER_DEBOOTSTRAP) == set(RUNNER_PACKAGES)
 
 
 @pytest.mark.parametrize(
@@ -458,7 +449,7 @@ class Stop(Exception):
 
 def test_current_base_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     engine = FakeEngine({BASE_IMAGE: ("sha256:base", {PACKAGES_LABEL: base_inputs()})})
-    monkeypatch.setattr(base_image, "_require_debootstrap", no_pip)
+    monkeypatch.setattr(base_image, "_require_mmdebstrap", no_pip)
     lines: list[str] = []
     assert build_base_image(engine, log=lines.append) == "sha256:base"
     assert lines == [f"reusing {BASE_IMAGE} (sha256:base)"]
@@ -470,10 +461,10 @@ def test_base_of_another_package_list_is_made_again(
 ) -> None:
     engine = FakeEngine({BASE_IMAGE: ("sha256:base", labels)})
 
-    def debootstrap(**kwargs: object) -> str:
+    def mmdebstrap(**kwargs: object) -> str:
         raise Stop
 
-    monkeypatch.setattr(base_image, "_require_debootstrap", debootstrap)
+    monkeypatch.setattr(base_image, "_require_mmdebstrap", mmdebstrap)
     lines: list[str] = []
     with pytest.raises(Stop):
         build_base_image(engine, log=lines.append)

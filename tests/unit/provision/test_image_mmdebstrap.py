@@ -1,7 +1,8 @@
-"""hookcage's own debootstrap (executor.provision.debootstrap) and the automatic online/offline choice, no engine.
+"""hookcage's own mmdebstrap (executor.provision.mmdebstrap), the command it runs, and the automatic online/offline
+choice, no engine.
 
 apt and dpkg-deb are faked here (a runner that plays their parts); the real
-fetch runs in tests/integration/test_base_without_debootstrap.py.
+fetch runs in tests/integration/test_base_without_mmdebstrap.py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,32 +24,34 @@ import requests.exceptions  # type: ignore[import-untyped, unused-ignore]
 
 from executor.cachedir import cache_dir
 from executor.provision import base_image, images
-from executor.provision import debootstrap as deb
-from executor.provision.debootstrap import (
+from executor.provision import mmdebstrap as mm
+from executor.provision.base_image import mmdebstrap_command
+from executor.provision.mmdebstrap import (
     STAMP,
-    DebootstrapFetchError,
     DownloadURI,
+    Mmdebstrap,
+    MmdebstrapFetchError,
     apt_config,
     apt_options,
-    cached_debootstrap,
+    cached_mmdebstrap,
     deb_fields,
-    fetch_debootstrap,
-    find_debootstrap,
+    fetch_mmdebstrap,
+    find_mmdebstrap,
     parse_print_uris,
     shown,
     unsafe_for_root,
     version_dir,
 )
-from executor.provision.recipe import SLIM_IMAGE
+from executor.provision.recipe import PACKAGES_LABEL, RUNNER_PACKAGES, SLIM_IMAGE, base_inputs
 from executor.sandbox.docker.imagefacts import ImageBuildError
 
 pytestmark = pytest.mark.spawns
 
-VERSION = "1.0.128+nmu2+deb12u2"
-FILENAME = f"debootstrap_{VERSION}_all.deb"
+VERSION = "1.3.5-7"
+FILENAME = f"mmdebstrap_{VERSION}_all.deb"
 DEB_BYTES = b"!<arch>\nnot really a deb, the fake dpkg-deb reads nothing\n"
 SHA = hashlib.sha256(DEB_BYTES).hexdigest()
-URI = f"http://deb.debian.org/debian/pool/main/d/debootstrap/{FILENAME}"
+URI = f"http://deb.debian.org/debian/pool/main/m/mmdebstrap/{FILENAME}"
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -67,7 +72,7 @@ def test_shown_writes_home_as_tilde() -> None:
 
 @pytest.mark.parametrize(
     ("version", "folder"),
-    [(VERSION, f"debootstrap-{VERSION}"), ("1:1.0.9~rc1", "debootstrap-1%3a1.0.9~rc1")],
+    [(VERSION, f"mmdebstrap-{VERSION}"), ("1:1.0.9~rc1", "mmdebstrap-1%3a1.0.9~rc1")],
 )
 def test_version_dir(version: str, folder: str) -> None:
     assert version_dir(version) == folder
@@ -75,7 +80,7 @@ def test_version_dir(version: str, folder: str) -> None:
 
 @pytest.mark.parametrize("version", ["", "../../etc", "1.0 2", "1.0/x"])
 def test_version_dir_refuses_what_is_not_a_version(version: str) -> None:
-    with pytest.raises(DebootstrapFetchError, match="not a Debian version"):
+    with pytest.raises(MmdebstrapFetchError, match="not a Debian version"):
         version_dir(version)
 
 
@@ -112,7 +117,7 @@ def test_parse_print_uris() -> None:
 
 
 def test_the_epoch_of_a_file_name_is_decoded() -> None:
-    assert DownloadURI("u", "debootstrap_1%3a1.0_all.deb", 1, SHA).version == "1:1.0"
+    assert DownloadURI("u", "mmdebstrap_1%3a1.0_all.deb", 1, SHA).version == "1:1.0"
 
 
 @pytest.mark.parametrize(
@@ -126,13 +131,13 @@ def test_the_epoch_of_a_file_name_is_decoded() -> None:
     ],
 )
 def test_parse_print_uris_refuses(text: str, match: str) -> None:
-    with pytest.raises(DebootstrapFetchError, match=match):
+    with pytest.raises(MmdebstrapFetchError, match=match):
         parse_print_uris(text)
 
 
 def test_deb_fields() -> None:
-    text = f"Package: debootstrap\nVersion: {VERSION}\nArchitecture: all\n Description: x\n"
-    assert deb_fields(text) == {"Package": "debootstrap", "Version": VERSION, "Architecture": "all"}
+    text = f"Package: mmdebstrap\nVersion: {VERSION}\nArchitecture: all\n Description: x\n"
+    assert deb_fields(text) == {"Package": "mmdebstrap", "Version": VERSION, "Architecture": "all"}
 
 
 def test_unsafe_for_root(tmp_path: Path) -> None:
@@ -165,7 +170,7 @@ def test_unsafe_for_root(tmp_path: Path) -> None:
 class FakeApt:
     """Plays apt-get and dpkg-deb; records the commands."""
 
-    def __init__(self, *, payload: bytes = DEB_BYTES, package: str = "debootstrap") -> None:
+    def __init__(self, *, payload: bytes = DEB_BYTES, package: str = "mmdebstrap") -> None:
         self.payload = payload
         self.package = package
         self.calls: list[list[str]] = []
@@ -178,25 +183,25 @@ class FakeApt:
             assert (work / "status").read_text() == ""
         elif cmd[0] == "apt-get" and "--print-uris" in cmd:
             out = f"'{URI}' {FILENAME} {len(DEB_BYTES)} SHA256:{SHA}\n"
-        elif cmd[0] == "apt-get" and cmd[-2:] == ["download", "debootstrap"]:
+        elif cmd[0] == "apt-get" and cmd[-2:] == ["download", "mmdebstrap"]:
             (Path(kwargs["cwd"]) / FILENAME).write_bytes(self.payload)
         elif cmd[:2] == ["dpkg-deb", "--field"]:
             out = f"Package: {self.package}\nVersion: {VERSION}\nArchitecture: all\n"
         elif cmd[:2] == ["dpkg-deb", "-x"]:
             root = Path(cmd[3])
-            (root / "usr/sbin").mkdir(parents=True)
-            (root / "usr/share/debootstrap/scripts").mkdir(parents=True)
-            (root / "usr/sbin/debootstrap").write_text("#!/bin/sh\necho fetched\n")
+            (root / "usr/bin").mkdir(parents=True)
+            (root / "usr/share/mmdebstrap/hooks/merged-usr").mkdir(parents=True)
+            (root / "usr/bin/mmdebstrap").write_text("#!/usr/bin/perl\nprint 'fetched';\n")
         else:
             raise AssertionError(f"unexpected command {cmd}")
         return subprocess.CompletedProcess(cmd, 0, out, "")
 
 
 def tools_present(monkeypatch: pytest.MonkeyPatch, *, missing: tuple[str, ...] = ()) -> None:
-    """Pretend apt-get, dpkg-deb and wget are installed (and debootstrap is not)."""
+    """Pretend apt-get, dpkg-deb and perl are installed (and mmdebstrap is not)."""
     monkeypatch.setattr(
-        deb.shutil, "which",
-        lambda name, path=None: None if name in (*missing, "debootstrap") else f"/usr/bin/{name}",
+        mm.shutil, "which",
+        lambda name, path=None: None if name in (*missing, "mmdebstrap") else f"/usr/bin/{name}",
     )
 
 
@@ -206,24 +211,24 @@ def test_fetch_unpacks_into_the_cache_with_a_stamp(
     tools_present(monkeypatch)
     apt = FakeApt()
     lines: list[str] = []
-    copy = fetch_debootstrap(tmp_path / "cache", log=lines.append, run=apt)
-    folder = tmp_path / "cache" / f"debootstrap-{VERSION}"
+    copy = fetch_mmdebstrap(tmp_path / "cache", log=lines.append, run=apt)
+    folder = tmp_path / "cache" / f"mmdebstrap-{VERSION}"
     assert copy.origin == str(folder) and copy.version == VERSION
-    assert copy.argv == ("/bin/sh", str(folder / "usr/sbin/debootstrap"))
-    assert copy.env == {"DEBOOTSTRAP_DIR": str(folder / "usr/share/debootstrap")}
+    assert copy.argv == ("/usr/bin/perl", str(folder / "usr/bin/mmdebstrap"))
+    assert copy.hooks == str(folder / "usr/share/mmdebstrap/hooks")
     assert json.loads((folder / STAMP).read_text())["sha256"] == SHA
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [folder.name]  # no leftovers
     assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) == 0o700
     assert [c[0] for c in apt.calls] == ["apt-get"] * 3 + ["dpkg-deb"] * 2
-    assert any(f"fetching debootstrap {VERSION}" in line for line in lines)
+    assert any(f"fetching mmdebstrap {VERSION}" in line for line in lines)
 
 
 def test_a_file_other_than_the_index_says_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tools_present(monkeypatch)
-    with pytest.raises(DebootstrapFetchError, match="not the signed index's") as caught:
-        fetch_debootstrap(tmp_path / "cache", log=lambda _: None, run=FakeApt(payload=b"evil"))
+    with pytest.raises(MmdebstrapFetchError, match="not the signed index's") as caught:
+        fetch_mmdebstrap(tmp_path / "cache", log=lambda _: None, run=FakeApt(payload=b"evil"))
     assert "\n" not in str(caught.value)
     assert list((tmp_path / "cache").iterdir()) == []
 
@@ -232,8 +237,8 @@ def test_another_package_under_the_name_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tools_present(monkeypatch)
-    with pytest.raises(DebootstrapFetchError, match="holds 'cowsay'"):
-        fetch_debootstrap(tmp_path / "cache", log=lambda _: None, run=FakeApt(package="cowsay"))
+    with pytest.raises(MmdebstrapFetchError, match="holds 'cowsay'"):
+        fetch_mmdebstrap(tmp_path / "cache", log=lambda _: None, run=FakeApt(package="cowsay"))
     assert list((tmp_path / "cache").iterdir()) == []
 
 
@@ -242,52 +247,54 @@ def test_apt_failures_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
     def no_package(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         if "--print-uris" in cmd:
-            return subprocess.CompletedProcess(cmd, 100, "", "E: Unable to locate package debootstrap\n")
+            return subprocess.CompletedProcess(cmd, 100, "", "E: Unable to locate package mmdebstrap\n")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    with pytest.raises(DebootstrapFetchError, match="finds no debootstrap package") as caught:
-        fetch_debootstrap(tmp_path / "cache", log=lambda _: None, run=no_package)
+    with pytest.raises(MmdebstrapFetchError, match="finds no mmdebstrap package") as caught:
+        fetch_mmdebstrap(tmp_path / "cache", log=lambda _: None, run=no_package)
     assert "Unable to locate package" in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_without_apt_it_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tools_present(monkeypatch, missing=("apt-get",))
-    with pytest.raises(DebootstrapFetchError, match="neither debootstrap nor apt-get") as caught:
-        fetch_debootstrap(tmp_path / "cache", log=lambda _: None, run=FakeApt())
-    assert "install debootstrap" in str(caught.value) and "docker load" in str(caught.value)
+    with pytest.raises(MmdebstrapFetchError, match="neither mmdebstrap nor apt-get") as caught:
+        fetch_mmdebstrap(tmp_path / "cache", log=lambda _: None, run=FakeApt())
+    assert "install mmdebstrap" in str(caught.value) and "docker load" in str(caught.value)
 
 
 def test_the_second_build_fetches_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tools_present(monkeypatch)
     tmp_path.chmod(0o755)
     apt = FakeApt()
-    with find_debootstrap(search_path="", cache=tmp_path / "cache", log=lambda _: None, run=apt) as first:
+    with find_mmdebstrap(search_path="", cache=tmp_path / "cache", log=lambda _: None, run=apt) as first:
         pass
     calls = len(apt.calls)
     lines: list[str] = []
-    with find_debootstrap(search_path="", cache=tmp_path / "cache", log=lines.append, run=apt) as again:
+    with find_mmdebstrap(search_path="", cache=tmp_path / "cache", log=lines.append, run=apt) as again:
         assert again == first
     assert len(apt.calls) == calls
-    assert lines == [f"using debootstrap {VERSION} from {shown(first.origin)} (fetched earlier; no download)"]
-    assert cached_debootstrap(tmp_path / "cache") == first
+    assert lines == [f"using mmdebstrap {VERSION} from {shown(first.origin)} (fetched earlier; no download)"]
+    assert cached_mmdebstrap(tmp_path / "cache") == first
 
 
 def test_a_half_unpacked_copy_is_not_used(tmp_path: Path) -> None:
-    (tmp_path / f"debootstrap-{VERSION}" / "usr/sbin").mkdir(parents=True)
-    (tmp_path / f"debootstrap-{VERSION}" / "usr/sbin/debootstrap").write_text("")
-    assert cached_debootstrap(tmp_path) is None  # no stamp: not complete
+    (tmp_path / f"mmdebstrap-{VERSION}" / "usr/bin").mkdir(parents=True)
+    (tmp_path / f"mmdebstrap-{VERSION}" / "usr/bin/mmdebstrap").write_text("")
+    assert cached_mmdebstrap(tmp_path) is None  # no stamp: not complete
 
 
-def test_the_installed_debootstrap_wins(tmp_path: Path) -> None:
-    program = tmp_path / "debootstrap"
+def test_the_installed_mmdebstrap_wins(tmp_path: Path) -> None:
+    program = tmp_path / "usr" / "bin" / "mmdebstrap"
+    program.parent.mkdir(parents=True)
     program.write_text("#!/bin/sh\n")
     program.chmod(0o755)
 
     def no_fetch(*args: object, **kwargs: object) -> Any:
         raise AssertionError("must not fetch")
 
-    with find_debootstrap(search_path=str(tmp_path), cache=tmp_path / "c", log=no_fetch, run=no_fetch) as tool:
+    with find_mmdebstrap(search_path=str(program.parent), cache=tmp_path / "c", log=no_fetch, run=no_fetch) as tool:
         assert tool.argv == (str(program),) and tool.origin == "system"
+        assert tool.hooks == str(tmp_path / "usr/share/mmdebstrap/hooks")  # its package's own
 
 
 def test_a_cache_others_can_write_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -297,17 +304,17 @@ def test_a_cache_others_can_write_is_not_used(tmp_path: Path, monkeypatch: pytes
     cache.mkdir()
     cache.chmod(0o777)
     lines: list[str] = []
-    with find_debootstrap(search_path="", cache=cache, log=lines.append, run=FakeApt()) as tool:
+    with find_mmdebstrap(search_path="", cache=cache, log=lines.append, run=FakeApt()) as tool:
         temporary = Path(tool.origin)
         assert not temporary.is_relative_to(cache) and temporary.exists()
     assert not temporary.exists()  # deleted after the build
     assert list(cache.iterdir()) == []
-    assert "not keeping debootstrap" in lines[0] and "writable by others" in lines[0]
+    assert "not keeping mmdebstrap" in lines[0] and "writable by others" in lines[0]
 
 
-def test_debootstrap_needs_wget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    tools_present(monkeypatch, missing=("wget",))
-    with pytest.raises(DebootstrapFetchError, match="install wget"), find_debootstrap(
+def test_a_fetched_mmdebstrap_needs_perl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tools_present(monkeypatch, missing=("perl",))
+    with pytest.raises(MmdebstrapFetchError, match="install perl"), find_mmdebstrap(
         search_path="", cache=tmp_path / "c", log=lambda _: None, run=FakeApt()
     ):
         pass
@@ -318,7 +325,7 @@ def test_debootstrap_needs_wget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_building_offline_without_root_says_so_before_fetching(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(base_image.os, "geteuid", lambda: 1000)
-    with pytest.raises(ImageBuildError, match="needs root"), base_image._require_debootstrap(
+    with pytest.raises(ImageBuildError, match="needs root"), base_image._require_mmdebstrap(
         search_path="", log=lambda _: None
     ):
         pass
@@ -328,7 +335,7 @@ def test_a_fetch_failure_is_an_image_build_error(tmp_path: Path, monkeypatch: py
     if os.geteuid() != 0 or not base_image.DEBIAN_KEYRING.is_file():
         pytest.skip("the root and keyring checks come first")
     tools_present(monkeypatch, missing=("apt-get",))
-    with pytest.raises(ImageBuildError, match="neither debootstrap nor apt-get"), base_image._require_debootstrap(
+    with pytest.raises(ImageBuildError, match="neither mmdebstrap nor apt-get"), base_image._require_mmdebstrap(
         search_path="", cache=tmp_path / "c", log=lambda _: None
     ):
         pass
@@ -408,25 +415,54 @@ def test_auto_goes_offline_when_the_engine_says_the_pull_failed() -> None:
     assert "building offline" in lines[-1] and "no such host" in lines[-1]
 
 
-def test_doctor_says_how_an_offline_build_gets_debootstrap(
+def test_doctor_says_how_an_offline_build_gets_mmdebstrap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    program = tmp_path / "bin" / "debootstrap"
+    program = tmp_path / "bin" / "mmdebstrap"
     program.parent.mkdir()
     program.write_text("#!/bin/sh\n")
     program.chmod(0o755)
-    assert deb.offline_build_tool(str(program.parent), tmp_path / "c") == (
-        True, f"debootstrap installed ({program})")
+    assert mm.offline_build_tool(str(program.parent), tmp_path / "c") == (
+        True, f"mmdebstrap installed ({program})")
     tools_present(monkeypatch)
-    ready, how = deb.offline_build_tool("", tmp_path / "c")
+    ready, how = mm.offline_build_tool("", tmp_path / "c")
     assert ready and "fetched with apt into" in how
-    fetch_debootstrap(tmp_path / "c", log=lambda _: None, run=FakeApt())
-    assert deb.offline_build_tool("", tmp_path / "c")[1].startswith(f"debootstrap {VERSION} in hookcage's cache")
+    fetch_mmdebstrap(tmp_path / "c", log=lambda _: None, run=FakeApt())
+    assert mm.offline_build_tool("", tmp_path / "c")[1].startswith(f"mmdebstrap {VERSION} in hookcage's cache")
     tools_present(monkeypatch, missing=("apt-get",))
-    assert deb.offline_build_tool("", tmp_path / "d") == (False, "no debootstrap, and no apt-get to fetch it")
+    assert mm.offline_build_tool("", tmp_path / "d") == (False, "no mmdebstrap, and no apt-get to fetch it")
 
 
-# --------------------------------------------------------------------------- progress lines
+# --------------------------------------------------------------------------- the command and its run
+
+
+SLIM = Path("/ctx/slim.sh")
+
+
+def test_the_command_builds_the_whole_package_list_into_a_tar_on_stdout() -> None:
+    tool = Mmdebstrap(argv=("/usr/bin/mmdebstrap",))
+    command = mmdebstrap_command(tool, "http://deb.debian.org/debian", SLIM)
+    assert command[:4] == ["/usr/bin/mmdebstrap", "--mode=root", "--variant=minbase", "--components=main"]
+    assert f"--include={','.join(RUNNER_PACKAGES)}" in command  # npm too: apt resolves it
+    assert f"--keyring={base_image.DEBIAN_KEYRING}" in command
+    assert "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr" in command  # usr-is-merged, as debootstrap
+    assert not any("file-mirror-automount" in word for word in command)
+    assert command[-3:] == ["bookworm", "-", "http://deb.debian.org/debian"]
+    hooks = [word.removeprefix("--customize-hook=") for word in command if word.startswith("--customize-hook=")]
+    assert hooks[0] == 'chroot "$1" /bin/sh -s < /ctx/slim.sh'
+    assert "etc/resolv.conf etc/hostname" in hooks[1] and "99mmdebstrap" in hooks[1]
+    # One shell line each, as mmdebstrap runs them (sh -c ... exec ROOT): they parse.
+    for hook in hooks:
+        subprocess.run(["sh", "-n", "-c", hook], check=True)
+
+
+def test_a_file_mirror_is_shown_in_the_tree_before_slim_runs() -> None:
+    tool = Mmdebstrap(argv=("perl", "/c/usr/bin/mmdebstrap"), hooks="/c/usr/share/mmdebstrap/hooks")
+    command = mmdebstrap_command(tool, "file:///srv/mirror", Path("/a dir/slim.sh"))
+    automount = command.index("--hook-dir=/c/usr/share/mmdebstrap/hooks/file-mirror-automount")
+    slim = command.index("--customize-hook=chroot \"$1\" /bin/sh -s < '/a dir/slim.sh'")
+    assert automount < slim  # its customize hook unmounts the mirror before slim.sh empties /tmp
+    assert command[:2] == ["perl", "/c/usr/bin/mmdebstrap"] and command[-1] == "file:///srv/mirror"
 
 
 class Clock:
@@ -434,41 +470,113 @@ class Clock:
         self.now = 0.0
 
     def __call__(self) -> float:
+        self.now += 20  # every read comes long after the one before
         return self.now
 
 
-def test_debootstrap_chatter_folds_into_phases_with_a_heartbeat() -> None:
-    clock, lines = Clock(), []
-    summary = base_image._PhaseLog(lines.append, clock=clock)
-    for raw in ["I: Retrieving InRelease", "I: Retrieving libc6 2.36-9", "I: Validating libc6 2.36-9",
-                "I: Retrieving bash 5.2", "I: Unpacking the base system...", "I: Unpacking libc6:amd64..."]:
-        summary.line(raw + "\n")
-        clock.now += 1
-    clock.now += 20  # the next package comes long after the last line said anything
-    summary.line("I: Unpacking bash...")
-    summary.flush()
-    assert lines == [
-        "debootstrap: Retrieving InRelease",
-        "debootstrap: ... retrieved and validated 2 packages",
-        "debootstrap: Unpacking the base system...",
-        "debootstrap: ... unpacked 2 packages so far",
-        "debootstrap: ... unpacked 2 packages",
-    ]
+def test_mmdebstrap_says_a_line_per_phase_and_that_a_quiet_phase_goes_on(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(base_image, "HEARTBEAT", 0.05)
+    read, write = os.pipe()
+    os.write(write, b"I: running apt-get update...\nUnpacking usr-is-merged (1) ...\n"
+                    b"I: installing remaining packages inside the chroot...\nI: skipping output/dev as requested\n")
+    lines: list[str] = []
+    said: list[str] = []
+    with os.fdopen(read, "rb") as stream:
+        relay = threading.Thread(target=base_image._relay, args=(stream, lines.append, said, Clock()))
+        relay.start()
+        time.sleep(0.3)
+        os.write(write, b"E: apt-get install failed\nno newline at the end")
+        os.close(write)
+        relay.join(5)
+    assert lines[:3] == ["mmdebstrap: running apt-get update...",  # dpkg's lines are not shown
+                         "mmdebstrap: installing remaining packages inside the chroot...",
+                         "mmdebstrap: skipping output/dev as requested"]  # a remark, not a phase
+    assert lines[3].startswith("mmdebstrap: ... still installing remaining packages inside the chroot (")
+    assert "Unpacking usr-is-merged (1) ..." in said
+    assert lines[-1] == "mmdebstrap: E: apt-get install failed" and said[-1] == "no newline at the end"
+    assert base_image._reason(said) == "apt-get install failed"
 
 
-def test_apt_in_the_chroot_says_only_its_phases_and_warnings() -> None:
-    clock, lines = Clock(), []
-    summary = base_image._PhaseLog(lines.append, "apt-get", base_image._apt_phase, echo=False, clock=clock)
-    for raw in ["Reading package lists...", "Get:1 http://deb.debian.org/debian bookworm/main node-a 1 [2 kB]",
-                "Get:2 http://deb.debian.org/debian bookworm/main node-b 1 [2 kB]",
-                "Selecting previously unselected package node-a.", "Unpacking node-a (1) ...",
-                "W: something odd", "Setting up node-a (1) ...", "E: Sub-process /usr/bin/dpkg returned an error code (1)"]:
-        summary.line(raw)
-    assert lines == [
-        "apt-get: ... downloaded 2 packages",
-        "apt-get: ... unpacked 1 packages",
-        "apt-get: W: something odd",
-        "apt-get: ... configured 1 packages",
-        "apt-get: E: Sub-process /usr/bin/dpkg returned an error code (1)",
-    ]
-    assert summary.last_error == "Sub-process /usr/bin/dpkg returned an error code (1)"
+class ImportEngine:
+    """Enough of APIClient for an import: reads the whole stream, answers like dockerd, records the rest."""
+
+    def __init__(self, *, refuse: str = "") -> None:
+        self.refuse = refuse
+        self.read = b""
+        self.tags: list[tuple[str, str, str]] = []
+        self.removed: list[str] = []
+        self.changes: list[str] = []
+
+    def import_image_from_stream(self, stream: Any, repository: str | None = None, tag: str | None = None,
+                                 changes: list[str] | None = None) -> str:
+        assert repository is None and tag is None  # tagged only once mmdebstrap succeeded
+        self.changes = list(changes or [])
+        if self.refuse:  # as dockerd does mid-stream (a full disk)
+            import docker.errors  # type: ignore[import-untyped, unused-ignore]
+
+            next(iter(stream))
+            raise docker.errors.APIError(self.refuse)
+        self.read = b"".join(stream)
+        return json.dumps({"status": "sha256:" + "ab" * 32}) + "\r\n"
+
+    def tag(self, image: str, repository: str, tag: str) -> bool:
+        self.tags.append((image, repository, tag))
+        return True
+
+    def inspect_image(self, name: str) -> dict[str, Any]:
+        return {"Id": "sha256:" + "ab" * 32}
+
+    def remove_image(self, image: str, force: bool = False) -> None:
+        self.removed.append(image)
+
+
+def fake_mmdebstrap(tmp_path: Path, script: str) -> Mmdebstrap:
+    program = tmp_path / "mmdebstrap"
+    program.write_text("#!/bin/sh\n" + script)
+    program.chmod(0o755)
+    return Mmdebstrap(argv=(str(program),), hooks=str(tmp_path / "hooks"))
+
+
+def build(engine: ImportEngine, tool: Mmdebstrap, tmp_path: Path, lines: list[str]) -> str:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    return base_image._build(engine, tool, "http://mirror.example/debian", Path("/ctx"), scratch,
+                             "hookcage-test/base:x", lines.append)
+
+
+def test_a_successful_run_is_imported_then_tagged(tmp_path: Path) -> None:
+    tool = fake_mmdebstrap(tmp_path, 'echo "I: creating tarball..." >&2; printf tarbytes\n')
+    engine, lines = ImportEngine(), []
+    image_id = build(engine, tool, tmp_path, lines)
+    assert image_id == "sha256:" + "ab" * 32 and engine.read == b"tarbytes"
+    assert engine.tags == [(image_id, "hookcage-test/base", "x")] and engine.removed == []
+    assert "LABEL hookcage.image=base hookcage.version=" in engine.changes[-1]
+    assert f"{PACKAGES_LABEL}={base_inputs()}" in engine.changes[-1]
+    assert lines[0].startswith(f"running {tool.argv[0]} --mode=root --variant=minbase")
+    assert "mmdebstrap: creating tarball..." in lines
+    assert lines[-1].startswith(f"imported hookcage-test/base:x ({image_id[:19]}, 0 MB of tar)")
+
+
+def test_a_failed_run_leaves_the_tag_alone_and_says_why_in_one_line(tmp_path: Path) -> None:
+    # mmdebstrap writes its tar only at the end: a failure gives the import an empty stream, and
+    # the engine makes an empty image of it. That image is removed, never tagged.
+    tool = fake_mmdebstrap(tmp_path, 'echo "I: running apt-get update..." >&2\n'
+                                     'echo "E: apt-get update failed: mirror.example unreachable" >&2; exit 1\n')
+    engine, lines = ImportEngine(), []
+    with pytest.raises(ImageBuildError, match=r"mmdebstrap bookworm from http://mirror.example/debian failed "
+                                              r"\(exit 1\): apt-get update failed: mirror.example unreachable; "
+                                              r"check the mirror \(set HOOKCAGE_DEBIAN_MIRROR\)") as caught:
+        build(engine, tool, tmp_path, lines)
+    assert "\n" not in str(caught.value)
+    assert engine.tags == [] and engine.removed == ["sha256:" + "ab" * 32]
+
+
+def test_an_import_the_engine_refuses_stops_mmdebstrap(tmp_path: Path) -> None:
+    tool = fake_mmdebstrap(tmp_path, "printf tar; exec sleep 60\n")
+    engine, lines = ImportEngine(refuse="no space left on device"), []
+    started = time.monotonic()
+    with pytest.raises(ImageBuildError, match=r"importing hookcage-test/base:x failed: .*no space left"):
+        build(engine, tool, tmp_path, lines)
+    assert time.monotonic() - started < 30 and engine.tags == []

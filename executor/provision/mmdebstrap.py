@@ -1,26 +1,27 @@
-"""A debootstrap to build the offline base with: the system's, else hookcage's own copy.
+"""An mmdebstrap to build the offline base with: the system's, else hookcage's own copy.
 
-The offline runner build (:mod:`executor.provision.images`) makes its Debian
-base with debootstrap. A machine without it installed gets one without any
-system-wide change:
+The offline runner build (:mod:`executor.provision.base_image`) makes its
+Debian base with mmdebstrap. A machine without it installed gets one without
+any system-wide change:
 
 1. apt, with private state (a temporary folder holding its package lists,
    cache and an empty dpkg status; no ``apt.conf.d`` hook runs), reads the
    host's own sources and keyrings (``/etc/apt/sources.list{,.d}``, their
    ``Signed-By``): ``apt-get update`` checks the indexes' signatures,
-   ``apt-get download debootstrap`` checks the package against the sha256 of
+   ``apt-get download mmdebstrap`` checks the package against the sha256 of
    the signed index (and this module checks it again against
    ``--print-uris``);
-2. ``dpkg-deb -x`` unpacks the package (shell scripts, architecture ``all``)
-   into ``<cache>/debootstrap-<version>/``, written under a temporary name and
-   renamed when complete;
-3. it runs as ``sh <dir>/usr/sbin/debootstrap`` with
-   ``DEBOOTSTRAP_DIR=<dir>/usr/share/debootstrap``.
+2. ``dpkg-deb -x`` unpacks the package (a Perl program and its hooks,
+   architecture ``all``) into ``<cache>/mmdebstrap-<version>/``, written under
+   a temporary name and renamed when complete;
+3. it runs as ``perl <dir>/usr/bin/mmdebstrap``, its hooks taken from
+   ``<dir>/usr/share/mmdebstrap/hooks``. It needs the host's perl and an apt
+   of 2.3.14 or later (Debian 12, Ubuntu 22.04), which it checks itself.
 
 The unpacked copy stays in the cache (``$HOOKCAGE_HOME/cache`` when
 ``HOOKCAGE_HOME`` is set, else ``~/.cache/hookcage``), so the next build
-fetches nothing; delete ``<cache>/debootstrap-*`` to fetch a newer one. As
-debootstrap runs as root, a copy is run from the cache only when no other
+fetches nothing; delete ``<cache>/mmdebstrap-*`` to fetch a newer one. As
+mmdebstrap runs as root, a copy is run from the cache only when no other
 user can change it (the cache and each folder above it owned by root or by
 us, none writable by others unless sticky); otherwise it is fetched into a
 temporary folder for this build, and the log says why.
@@ -39,8 +40,8 @@ import stat
 import subprocess
 import tempfile
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -51,26 +52,28 @@ from executor.places import outside_cwd
 __all__ = [
     "PACKAGE",
     "SBIN_DIRS",
-    "Debootstrap",
-    "DebootstrapFetchError",
     "DownloadURI",
+    "Mmdebstrap",
+    "MmdebstrapFetchError",
     "apt_config",
     "apt_options",
-    "cached_debootstrap",
+    "cached_mmdebstrap",
     "deb_fields",
-    "fetch_debootstrap",
-    "find_debootstrap",
+    "fetch_mmdebstrap",
+    "find_mmdebstrap",
     "offline_build_tool",
     "parse_print_uris",
     "shown",
-    "system_debootstrap",
+    "system_mmdebstrap",
     "unsafe_for_root",
     "version_dir",
 ]
 
-PACKAGE = "debootstrap"
+PACKAGE = "mmdebstrap"
 SBIN_DIRS = "/usr/local/sbin:/usr/sbin:/sbin"
-"""Where a system debootstrap lives when ``PATH`` lacks the sbin folders (non-root users' PATH)."""
+"""Added to ``PATH`` when looking for a system mmdebstrap (root's tools, for a non-root user's PATH)."""
+HOOKS = Path("share") / PACKAGE / "hooks"
+"""mmdebstrap's own hook folders (``merged-usr``, ``file-mirror-automount``), under its ``usr``."""
 STAMP = ".hookcage-fetched.json"
 """The file, in an unpacked copy, that says where it came from (written last, before the rename)."""
 _APT_TIMEOUT = 600  # seconds for one apt-get call
@@ -91,23 +94,23 @@ Log = Callable[[str], None]
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
-class DebootstrapFetchError(SandboxError):
-    """No debootstrap could be had; the one-line message says what to do."""
+class MmdebstrapFetchError(SandboxError):
+    """No mmdebstrap could be had; the one-line message says what to do."""
 
 
 @dataclass(frozen=True)
-class Debootstrap:
-    """A debootstrap ready to run.
+class Mmdebstrap:
+    """An mmdebstrap ready to run.
 
     Attributes:
-        argv: the command's first words (the program, or ``sh`` and the script).
-        env: variables to add to its environment (``DEBOOTSTRAP_DIR`` for a fetched copy).
+        argv: the command's first words (the program, or ``perl`` and the script).
+        hooks: the folder of its hook folders (``<hooks>/merged-usr``...).
         version: the package version, when known.
         origin: ``system`` or the folder the copy was unpacked into.
     """
 
     argv: tuple[str, ...]
-    env: Mapping[str, str] = field(default_factory=dict)
+    hooks: str = f"/usr/{HOOKS}"
     version: str | None = None
     origin: str = "system"
 
@@ -123,10 +126,10 @@ class DownloadURI:
 
     @property
     def version(self) -> str:
-        """The version in the file name (``debootstrap_1.0.128+nmu2+deb12u2_all.deb``), epoch decoded."""
+        """The version in the file name (``mmdebstrap_1.3.5-7_all.deb``), epoch decoded."""
         parts = self.filename.removesuffix(".deb").split("_")
         if len(parts) != 3:
-            raise DebootstrapFetchError(f"apt names the package file {self.filename!r}: expected NAME_VERSION_ARCH.deb")
+            raise MmdebstrapFetchError(f"apt names the package file {self.filename!r}: expected NAME_VERSION_ARCH.deb")
         return urllib.parse.unquote(parts[1])
 
 
@@ -143,9 +146,9 @@ def shown(path: Path | str, home: str | None = None) -> str:
 
 
 def version_dir(version: str) -> str:
-    """The cache folder name of a version: ``debootstrap-<version>``, an epoch's colon written ``%3a`` as apt does."""
+    """The cache folder name of a version: ``mmdebstrap-<version>``, an epoch's colon written ``%3a`` as apt does."""
     if not re.fullmatch(r"[0-9A-Za-z.+~:-]+", version):
-        raise DebootstrapFetchError(f"{version!r} is not a Debian version")
+        raise MmdebstrapFetchError(f"{version!r} is not a Debian version")
     return f"{PACKAGE}-{version.replace(':', '%3a')}"
 
 
@@ -185,7 +188,7 @@ def parse_print_uris(text: str, package: str = PACKAGE) -> DownloadURI:
     A line reads ``'URI' FILENAME SIZE SHA256:HEX``.
 
     Raises:
-        DebootstrapFetchError: no such line, or it carries no sha256.
+        MmdebstrapFetchError: no such line, or it carries no sha256.
     """
     for line in text.splitlines():
         words = line.split()
@@ -194,11 +197,11 @@ def parse_print_uris(text: str, package: str = PACKAGE) -> DownloadURI:
         uri, filename, size, digest = words
         algorithm, _, value = digest.partition(":")
         if algorithm.upper() != "SHA256" or not re.fullmatch(r"[0-9a-f]{64}", value):
-            raise DebootstrapFetchError(f"apt gives no sha256 for {filename} ({digest}): not fetching it")
+            raise MmdebstrapFetchError(f"apt gives no sha256 for {filename} ({digest}): not fetching it")
         if not size.isdigit():
-            raise DebootstrapFetchError(f"apt gives the size {size!r} for {filename}")
+            raise MmdebstrapFetchError(f"apt gives the size {size!r} for {filename}")
         return DownloadURI(uri.strip("'"), filename, int(size), value)
-    raise DebootstrapFetchError(f"apt printed no download for {package}: {' '.join(text.split())[:200] or 'no output'}")
+    raise MmdebstrapFetchError(f"apt printed no download for {package}: {' '.join(text.split())[:200] or 'no output'}")
 
 
 def deb_fields(text: str) -> dict[str, str]:
@@ -254,32 +257,43 @@ def _tree_unsafe(root: Path, euid: int | None = None) -> str | None:
 # --------------------------------------------------------------------------- finding one
 
 
-def system_debootstrap(search_path: str | None = None) -> str | None:
-    """The installed debootstrap: on ``search_path`` (default ``$PATH`` plus the sbin folders), or None."""
+def system_mmdebstrap(search_path: str | None = None) -> str | None:
+    """The installed mmdebstrap: on ``search_path`` (default ``$PATH`` plus the sbin folders), or None."""
     path = search_path if search_path is not None else f"{os.environ.get('PATH', '')}:{SBIN_DIRS}"
-    return shutil.which(PACKAGE, path=outside_cwd(path))  # never a checkout's ./debootstrap
+    return shutil.which(PACKAGE, path=outside_cwd(path))  # never a checkout's ./mmdebstrap
 
 
-def _copy_in(folder: Path) -> Debootstrap | None:
+def _system_tool(program: str) -> Mmdebstrap:
+    """The installed ``program``, its hooks in ``<prefix>/share/mmdebstrap/hooks`` (``/usr/bin`` -> ``/usr``)."""
+    prefix = Path(os.path.realpath(program)).parent.parent
+    return Mmdebstrap(argv=(program,), hooks=str(prefix / HOOKS))
+
+
+def _copy_in(folder: Path) -> Mmdebstrap | None:
     """The unpacked copy in ``folder`` when it is complete (stamp and program present)."""
-    program = folder / "usr" / "sbin" / PACKAGE
+    program = folder / "usr" / "bin" / PACKAGE
     try:
         stamp = json.loads((folder / STAMP).read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(stamp, dict) or not program.is_file():
         return None
-    return Debootstrap(
-        argv=("/bin/sh", str(program)),
-        env={"DEBOOTSTRAP_DIR": str(folder / "usr" / "share" / PACKAGE)},
+    return Mmdebstrap(
+        argv=(_perl(), str(program)),
+        hooks=str(folder / "usr" / HOOKS),
         version=str(stamp.get("version") or "") or None,
         origin=str(folder),
     )
 
 
-def cached_debootstrap(cache: Path) -> Debootstrap | None:
-    """The newest complete ``<cache>/debootstrap-*`` copy (by when it was fetched), or None."""
-    found: list[tuple[float, Debootstrap]] = []
+def _perl() -> str:
+    """The host's perl, which runs a fetched copy (``perl`` when none is found: the run then says so)."""
+    return shutil.which("perl", path=outside_cwd(f"{os.environ.get('PATH', '')}:{SBIN_DIRS}")) or "perl"
+
+
+def cached_mmdebstrap(cache: Path) -> Mmdebstrap | None:
+    """The newest complete ``<cache>/mmdebstrap-*`` copy (by when it was fetched), or None."""
+    found: list[tuple[float, Mmdebstrap]] = []
     with contextlib.suppress(OSError):
         for folder in cache.glob(f"{PACKAGE}-*"):
             copy = _copy_in(folder)
@@ -300,26 +314,26 @@ def _needs(tools: Sequence[str], why: str) -> None:
     """Raise when one of ``tools`` is not on PATH."""
     for tool in tools:
         if shutil.which(tool) is None:
-            raise DebootstrapFetchError(why.format(tool=tool))
+            raise MmdebstrapFetchError(why.format(tool=tool))
 
 
 _NO_APT = (
-    "building the runner image offline needs debootstrap, and this machine has neither debootstrap nor "
-    "{tool} to fetch it: install debootstrap with your package manager, or load debian:bookworm-slim into "
+    "building the runner image offline needs mmdebstrap, and this machine has neither mmdebstrap nor "
+    "{tool} to fetch it: install mmdebstrap with your package manager, or load debian:bookworm-slim into "
     "the engine (docker load) and build online"
 )
 
 
-def fetch_debootstrap(
+def fetch_mmdebstrap(
     dest: Path,
     *,
     log: Log,
     run: Runner = subprocess.run,
-) -> Debootstrap:
-    """Fetch the debootstrap package with apt (host's sources and keys, private state) and unpack it in ``dest``.
+) -> Mmdebstrap:
+    """Fetch the mmdebstrap package with apt (host's sources and keys, private state) and unpack it in ``dest``.
 
     Args:
-        dest: the folder to unpack into, as ``dest/debootstrap-<version>/`` (created 0700 if absent).
+        dest: the folder to unpack into, as ``dest/mmdebstrap-<version>/`` (created 0700 if absent).
         log: where progress lines go.
         run: ``subprocess.run`` (tests pass a fake).
 
@@ -327,7 +341,7 @@ def fetch_debootstrap(
         The unpacked copy, ready to run.
 
     Raises:
-        DebootstrapFetchError: no apt on this machine, apt could not fetch it, or the file is not what apt promised.
+        MmdebstrapFetchError: no apt on this machine, apt could not fetch it, or the file is not what apt promised.
     """
     _needs(("apt-get", "dpkg-deb"), _NO_APT)
     dest.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -351,19 +365,19 @@ def fetch_debootstrap(
                     capture_output=True, text=True, errors="replace", timeout=_APT_TIMEOUT, check=False,
                 )
             except (OSError, subprocess.SubprocessError) as exc:
-                raise DebootstrapFetchError(f"apt-get {words[0]} failed: {' '.join(str(exc).split())}") from exc
+                raise MmdebstrapFetchError(f"apt-get {words[0]} failed: {' '.join(str(exc).split())}") from exc
 
-        log(f"no debootstrap on this machine: fetching it into {shown(dest)} with apt "
+        log(f"no mmdebstrap on this machine: fetching it into {shown(dest)} with apt "
             "(this machine's sources and keys, signatures checked; nothing installed system-wide)")
         done = apt("update")
         if done.returncode != 0:
-            raise DebootstrapFetchError(
+            raise MmdebstrapFetchError(
                 f"apt-get update (private lists, this machine's sources) failed: {_apt_error(done)}; "
                 "check /etc/apt/sources.list.d and the network"
             )
         done = apt("download", "--print-uris", PACKAGE)
         if done.returncode != 0:
-            raise DebootstrapFetchError(
+            raise MmdebstrapFetchError(
                 f"apt finds no {PACKAGE} package in this machine's sources ({_apt_error(done)}): "
                 f"add a Debian or Ubuntu source, or install {PACKAGE}"
             )
@@ -372,32 +386,32 @@ def fetch_debootstrap(
         done = apt("download", PACKAGE, cwd=work / "download")
         deb = work / "download" / wanted.filename
         if done.returncode != 0 or not deb.is_file():
-            raise DebootstrapFetchError(f"apt-get download {PACKAGE} failed: {_apt_error(done)}")
+            raise MmdebstrapFetchError(f"apt-get download {PACKAGE} failed: {_apt_error(done)}")
         digest = hashlib.sha256(deb.read_bytes()).hexdigest()
         if digest != wanted.sha256:
-            raise DebootstrapFetchError(
+            raise MmdebstrapFetchError(
                 f"{wanted.filename} has sha256 {digest[:16]}..., not the signed index's {wanted.sha256[:16]}...: "
                 "not using it"
             )
         return _unpack(deb, wanted, dest, log=log, run=run)
 
 
-def _unpack(deb: Path, wanted: DownloadURI, dest: Path, *, log: Log, run: Runner) -> Debootstrap:
-    """``dpkg-deb -x`` the verified ``deb`` into ``dest/debootstrap-<version>`` (atomically)."""
+def _unpack(deb: Path, wanted: DownloadURI, dest: Path, *, log: Log, run: Runner) -> Mmdebstrap:
+    """``dpkg-deb -x`` the verified ``deb`` into ``dest/mmdebstrap-<version>`` (atomically)."""
 
     def dpkg_deb(*words: str) -> subprocess.CompletedProcess[str]:
         try:
             done = run(["dpkg-deb", *words], stdin=subprocess.DEVNULL, capture_output=True, text=True,
                        errors="replace", timeout=_DPKG_TIMEOUT, check=False)
         except (OSError, subprocess.SubprocessError) as exc:
-            raise DebootstrapFetchError(f"dpkg-deb {words[0]} {deb.name} failed: {exc}") from exc
+            raise MmdebstrapFetchError(f"dpkg-deb {words[0]} {deb.name} failed: {exc}") from exc
         if done.returncode != 0:
-            raise DebootstrapFetchError(f"dpkg-deb {words[0]} {deb.name} failed: {_apt_error(done)}")
+            raise MmdebstrapFetchError(f"dpkg-deb {words[0]} {deb.name} failed: {_apt_error(done)}")
         return done
 
     fields = deb_fields(dpkg_deb("--field", str(deb), "Package", "Version", "Architecture").stdout)
     if fields.get("Package") != PACKAGE or fields.get("Architecture") != "all":
-        raise DebootstrapFetchError(
+        raise MmdebstrapFetchError(
             f"{deb.name} holds {fields.get('Package')!r} for {fields.get('Architecture')!r}, "
             f"not {PACKAGE} for all architectures"
         )
@@ -406,8 +420,8 @@ def _unpack(deb: Path, wanted: DownloadURI, dest: Path, *, log: Log, run: Runner
     building = Path(tempfile.mkdtemp(prefix=f".{PACKAGE}-", dir=dest))
     try:
         dpkg_deb("-x", str(deb), str(building))
-        if not (building / "usr" / "sbin" / PACKAGE).is_file():
-            raise DebootstrapFetchError(f"{deb.name} has no usr/sbin/{PACKAGE}")
+        if not (building / "usr" / "bin" / PACKAGE).is_file():
+            raise MmdebstrapFetchError(f"{deb.name} has no usr/bin/{PACKAGE}")
         building.chmod(0o755)
         stamp = {
             "package": PACKAGE, "version": version, "sha256": wanted.sha256, "uri": wanted.uri,
@@ -419,81 +433,81 @@ def _unpack(deb: Path, wanted: DownloadURI, dest: Path, *, log: Log, run: Runner
         except OSError:
             if _copy_in(target) is None:  # not another build's complete copy: a leftover in the way
                 raise
-    except (OSError, DebootstrapFetchError) as exc:
+    except (OSError, MmdebstrapFetchError) as exc:
         shutil.rmtree(building, ignore_errors=True)
-        if isinstance(exc, DebootstrapFetchError):
+        if isinstance(exc, MmdebstrapFetchError):
             raise
-        raise DebootstrapFetchError(f"cannot unpack {deb.name} into {target}: {exc}") from exc
+        raise MmdebstrapFetchError(f"cannot unpack {deb.name} into {target}: {exc}") from exc
     shutil.rmtree(building, ignore_errors=True)  # gone after the rename; still here if another build won
     copy = _copy_in(target)
     if copy is None:
-        raise DebootstrapFetchError(f"{target} is incomplete: delete it and build again")
+        raise MmdebstrapFetchError(f"{target} is incomplete: delete it and build again")
     log(f"{PACKAGE} {version} unpacked into {shown(target)} (sha256 {wanted.sha256[:12]}... as in the signed index)")
     return copy
 
 
 @contextlib.contextmanager
-def find_debootstrap(
+def find_mmdebstrap(
     *,
     search_path: str | None = None,
     cache: Path | None = None,
     log: Log,
     run: Runner = subprocess.run,
-) -> Iterator[Debootstrap]:
-    """The debootstrap to run: the system's, else the cached copy, else one fetched now.
+) -> Iterator[Mmdebstrap]:
+    """The mmdebstrap to run: the system's, else the cached copy, else one fetched now.
 
     A copy is fetched into the cache, unless the cache could be changed by
     another user (then into a temporary folder, deleted when the block ends).
 
     Args:
-        search_path: where to look for an installed debootstrap (default ``$PATH`` and the sbin folders).
+        search_path: where to look for an installed mmdebstrap (default ``$PATH`` and the sbin folders).
         cache: hookcage's cache (default :func:`cache_dir`).
         log: where progress lines go.
         run: ``subprocess.run`` (tests pass a fake).
 
     Raises:
-        DebootstrapFetchError: none could be had; the message says what to do.
+        MmdebstrapFetchError: none could be had; the message says what to do.
     """
-    installed = system_debootstrap(search_path)
+    installed = system_mmdebstrap(search_path)
     if installed is not None:
-        yield Debootstrap(argv=(installed,))
+        yield _system_tool(installed)
         return
     cache = cache or cache_dir()
-    copy = cached_debootstrap(cache)
+    copy = cached_mmdebstrap(cache)
     reason = _tree_unsafe(Path(copy.origin)) if copy is not None else None
     if copy is not None and reason is None:
         log(f"using {PACKAGE} {copy.version or ''} from {shown(copy.origin)} (fetched earlier; no download)")
         yield copy
         return
     _needs(("apt-get", "dpkg-deb"), _NO_APT)
-    _needs(("wget",), f"{PACKAGE} downloads Debian's packages with {{tool}}, which this machine lacks: "
-           "install wget (apt-get install wget)")
+    _needs(("perl",), f"{PACKAGE} is a Perl program and this machine has no {{tool}}: "
+           "install perl (apt-get install perl), or install mmdebstrap")
     if reason is None:
         with contextlib.suppress(OSError):
             cache.mkdir(mode=0o700, parents=True, exist_ok=True)
         reason = unsafe_for_root(cache)
     if reason is None:
-        yield fetch_debootstrap(cache, log=log, run=run)
+        yield fetch_mmdebstrap(cache, log=log, run=run)
         return
     log(f"not keeping {PACKAGE} in {shown(cache)} ({reason}; it runs as root): "
         "fetching it into a temporary folder for this build")
-    with tempfile.TemporaryDirectory(prefix="hookcage-debootstrap-") as scratch:
-        yield fetch_debootstrap(Path(scratch), log=log, run=run)
+    with tempfile.TemporaryDirectory(prefix="hookcage-mmdebstrap-") as scratch:
+        yield fetch_mmdebstrap(Path(scratch), log=log, run=run)
 
 
 def offline_build_tool(search_path: str | None = None, cache: Path | None = None) -> tuple[bool, str]:
-    """Whether an offline build can have a debootstrap, and how (for ``hookcage doctor``).
+    """Whether an offline build can have an mmdebstrap, and how (for ``hookcage doctor``).
 
     Returns:
         (usable, one line saying which: installed, cached, fetched with apt when needed, or none).
     """
-    installed = system_debootstrap(search_path)
+    installed = system_mmdebstrap(search_path)
     if installed is not None:
-        return True, f"debootstrap installed ({installed})"
+        return True, f"mmdebstrap installed ({installed})"
     cache = cache or cache_dir()
-    copy = cached_debootstrap(cache)
+    copy = cached_mmdebstrap(cache)
     if copy is not None:
-        return True, f"debootstrap {copy.version or ''} in hookcage's cache ({shown(copy.origin)})"
+        return True, f"mmdebstrap {copy.version or ''} in hookcage's cache ({shown(copy.origin)})"
     if shutil.which("apt-get") is not None and shutil.which("dpkg-deb") is not None:
-        return True, f"debootstrap not installed: fetched with apt into {shown(cache)} when needed"
-    return False, "no debootstrap, and no apt-get to fetch it"
+        return True, f"mmdebstrap not installed: fetched with apt into {shown(cache)} when needed"
+    return False, "no mmdebstrap, and no apt-get to fetch it"
