@@ -34,7 +34,7 @@ from typing import IO, Any
 from executor import __version__
 from executor.errors import SandboxUnavailable
 from executor.provision.mirror import MIRROR_ENV, resolve_mirror
-from executor.provision.mmdebstrap import Mmdebstrap, MmdebstrapFetchError, find_mmdebstrap
+from executor.provision.mmdebstrap import Mmdebstrap, MmdebstrapFetchError, find_mmdebstrap, too_old
 from executor.provision.recipe import (
     BASE_IMAGE,
     DEBIAN_SUITE,
@@ -83,7 +83,7 @@ def _require_mmdebstrap(
         log: where progress lines go.
 
     Raises:
-        ImageBuildError: we are not root, the keyring is missing, or no mmdebstrap could be had.
+        ImageBuildError: we are not root, the keyring is missing, or no mmdebstrap (recent enough) could be had.
     """
     if os.geteuid() != 0:
         raise ImageBuildError(
@@ -97,6 +97,12 @@ def _require_mmdebstrap(
         )
     try:
         with find_mmdebstrap(search_path=search_path, cache=cache, log=log) as tool:
+            reason = too_old(tool)
+            if reason:
+                raise ImageBuildError(
+                    f"{reason}: install mmdebstrap 1.1 or later (Debian 12, Ubuntu 24.04; backports), "
+                    "or load debian:bookworm-slim into the engine and build online"
+                )
             yield tool
     except MmdebstrapFetchError as exc:
         raise ImageBuildError(str(exc)) from exc

@@ -50,6 +50,7 @@ from executor.errors import SandboxError
 from executor.places import outside_cwd
 
 __all__ = [
+    "MIN_VERSION",
     "PACKAGE",
     "SBIN_DIRS",
     "DownloadURI",
@@ -65,7 +66,9 @@ __all__ = [
     "parse_print_uris",
     "shown",
     "system_mmdebstrap",
+    "too_old",
     "unsafe_for_root",
+    "upstream_version",
     "version_dir",
 ]
 
@@ -74,6 +77,10 @@ SBIN_DIRS = "/usr/local/sbin:/usr/sbin:/sbin"
 """Added to ``PATH`` when looking for a system mmdebstrap (root's tools, for a non-root user's PATH)."""
 HOOKS = Path("share") / PACKAGE / "hooks"
 """mmdebstrap's own hook folders (``merged-usr``, ``file-mirror-automount``), under its ``usr``."""
+MIN_VERSION = (1, 1)
+"""The oldest mmdebstrap the build runs: 1.0 takes ``file:`` mirrors (``file-mirror-automount``), 1.1
+merges ``/usr`` as debootstrap does. Debian 12 has 1.3.5, Ubuntu 24.04 1.4.3; Ubuntu 22.04's 0.8.4
+and Debian 11's 0.7.5 are too old."""
 STAMP = ".hookcage-fetched.json"
 """The file, in an unpacked copy, that says where it came from (written last, before the rename)."""
 _APT_TIMEOUT = 600  # seconds for one apt-get call
@@ -214,6 +221,12 @@ def deb_fields(text: str) -> dict[str, str]:
     return found
 
 
+def upstream_version(text: str) -> tuple[int, ...] | None:
+    """``(1, 3, 5)`` from ``mmdebstrap 1.3.5`` (its ``--version``) or a package version (``1:1.3.5-7``), else None."""
+    found = re.search(r"(?:^|[\s:])(\d+(?:\.\d+)+)", text)
+    return tuple(int(part) for part in found.group(1).split(".")) if found else None
+
+
 def unsafe_for_root(path: Path, euid: int | None = None) -> str | None:
     """Why root should not run programs from ``path``, or None when no other user can change it.
 
@@ -289,6 +302,28 @@ def _copy_in(folder: Path) -> Mmdebstrap | None:
 def _perl() -> str:
     """The host's perl, which runs a fetched copy (``perl`` when none is found: the run then says so)."""
     return shutil.which("perl", path=outside_cwd(f"{os.environ.get('PATH', '')}:{SBIN_DIRS}")) or "perl"
+
+
+def too_old(tool: Mmdebstrap, run: Runner = subprocess.run) -> str | None:
+    """Why ``tool`` cannot make the base (older than MIN_VERSION, or no version to be had), else None.
+
+    A fetched copy's version is its package's; an installed one is asked (``--version``).
+    """
+    said = tool.version
+    if said is None:
+        try:
+            said = run([*tool.argv, "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       errors="replace", timeout=60, check=False).stdout.strip()
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"{' '.join(tool.argv)} --version failed: {' '.join(str(exc).split())}"
+    version = upstream_version(said)
+    where = "installed" if tool.origin == "system" else f"in {shown(tool.origin)}"
+    if version is None:
+        return f"{' '.join(tool.argv)} --version says {said[:80]!r}, no version"
+    if version < MIN_VERSION:
+        return (f"mmdebstrap {'.'.join(map(str, version))} ({where}) is older than "
+                f"{'.'.join(map(str, MIN_VERSION))}, which the offline build needs")
+    return None
 
 
 def cached_mmdebstrap(cache: Path) -> Mmdebstrap | None:
@@ -503,10 +538,14 @@ def offline_build_tool(search_path: str | None = None, cache: Path | None = None
     """
     installed = system_mmdebstrap(search_path)
     if installed is not None:
-        return True, f"mmdebstrap installed ({installed})"
+        reason = too_old(_system_tool(installed))
+        return (False, reason) if reason else (True, f"mmdebstrap installed ({installed})")
     cache = cache or cache_dir()
     copy = cached_mmdebstrap(cache)
     if copy is not None:
+        reason = too_old(copy)
+        if reason:
+            return False, reason
         return True, f"mmdebstrap {copy.version or ''} in hookcage's cache ({shown(copy.origin)})"
     if shutil.which("apt-get") is not None and shutil.which("dpkg-deb") is not None:
         return True, f"mmdebstrap not installed: fetched with apt into {shown(cache)} when needed"

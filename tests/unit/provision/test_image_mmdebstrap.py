@@ -27,6 +27,7 @@ from executor.provision import base_image, images
 from executor.provision import mmdebstrap as mm
 from executor.provision.base_image import mmdebstrap_command
 from executor.provision.mmdebstrap import (
+    MIN_VERSION,
     STAMP,
     DownloadURI,
     Mmdebstrap,
@@ -39,7 +40,9 @@ from executor.provision.mmdebstrap import (
     find_mmdebstrap,
     parse_print_uris,
     shown,
+    too_old,
     unsafe_for_root,
+    upstream_version,
     version_dir,
 )
 from executor.provision.recipe import PACKAGES_LABEL, RUNNER_PACKAGES, SLIM_IMAGE, base_inputs
@@ -283,6 +286,32 @@ def test_a_half_unpacked_copy_is_not_used(tmp_path: Path) -> None:
     assert cached_mmdebstrap(tmp_path) is None  # no stamp: not complete
 
 
+@pytest.mark.parametrize(("text", "version"), [
+    ("mmdebstrap 1.3.5", (1, 3, 5)), ("1.3.5-7", (1, 3, 5)), ("1:1.4.3-2", (1, 4, 3)),
+    ("0.8.4-1", (0, 8, 4)), ("mmdebstrap 1.0", (1, 0)), ("", None), ("mmdebstrap", None),
+])
+def test_upstream_version(text: str, version: tuple[int, ...] | None) -> None:
+    assert upstream_version(text) == version
+
+
+def test_an_mmdebstrap_older_than_the_build_needs_is_refused() -> None:
+    def says(text: str) -> Any:
+        return lambda cmd, **kwargs: subprocess.CompletedProcess(cmd, 0, text + "\n", "")
+
+    installed = Mmdebstrap(argv=("/usr/bin/mmdebstrap",))
+    assert too_old(installed, run=says("mmdebstrap 1.3.5")) is None
+    assert too_old(installed, run=says("mmdebstrap 0.7.5")) == (
+        "mmdebstrap 0.7.5 (installed) is older than 1.1, which the offline build needs")
+    assert "no version" in str(too_old(installed, run=says("usage: ...")))
+    fetched = Mmdebstrap(argv=("perl", "/c/usr/bin/mmdebstrap"), version="0.8.4-1", origin="/c")
+
+    def no_run(*args: object, **kwargs: object) -> Any:
+        raise AssertionError("a fetched copy's version is its package's")
+
+    assert too_old(fetched, run=no_run) == "mmdebstrap 0.8.4 (in /c) is older than 1.1, which the offline build needs"
+    assert MIN_VERSION == (1, 1)
+
+
 def test_the_installed_mmdebstrap_wins(tmp_path: Path) -> None:
     program = tmp_path / "usr" / "bin" / "mmdebstrap"
     program.parent.mkdir(parents=True)
@@ -420,10 +449,13 @@ def test_doctor_says_how_an_offline_build_gets_mmdebstrap(
 ) -> None:
     program = tmp_path / "bin" / "mmdebstrap"
     program.parent.mkdir()
-    program.write_text("#!/bin/sh\n")
+    program.write_text("#!/bin/sh\necho mmdebstrap 1.3.5\n")
     program.chmod(0o755)
     assert mm.offline_build_tool(str(program.parent), tmp_path / "c") == (
         True, f"mmdebstrap installed ({program})")
+    program.write_text("#!/bin/sh\necho mmdebstrap 0.8.4\n")  # Ubuntu 22.04's
+    assert mm.offline_build_tool(str(program.parent), tmp_path / "c") == (
+        False, "mmdebstrap 0.8.4 (installed) is older than 1.1, which the offline build needs")
     tools_present(monkeypatch)
     ready, how = mm.offline_build_tool("", tmp_path / "c")
     assert ready and "fetched with apt into" in how
