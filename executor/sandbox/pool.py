@@ -310,7 +310,7 @@ class PooledDockerSandbox(RefillingDockerSandbox):
                 write_overlays(handle, request.overlays)
                 link_transcript(handle, request.transcript_path)
             except OSError as exc:
-                logger.warning("could not write overlay files for a pooled run: %s", exc)
+                logger.warning("could not write overlay files or link the transcript for a pooled run (it runs cold): %s", exc)
                 return None
             nonce = secrets.token_hex(NONCE_BYTES)
             # The command the cold path runs: it ends its container by itself past its timeout.
